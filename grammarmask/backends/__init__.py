@@ -1,0 +1,1 @@
+"""Grammar backends: each turns its input into the shared automata / CFG form."""

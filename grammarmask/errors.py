@@ -1,0 +1,85 @@
+"""The exceptions grammarmask raises.
+
+Every error derives from :class:`GrammarMaskError`; most also derive from the builtin a
+caller would naturally catch::
+
+    GrammarMaskError
+    ├── GrammarError(ValueError)            bad grammar text, pattern or vocabulary input
+    │   └── UnsupportedSchemaError          a JSON Schema keyword that cannot be enforced
+    ├── TokenRejected(ValueError)           Matcher.advance got an illegal token (state unchanged)
+    └── NoLegalContinuation(RuntimeError)   no token is legal (an intersection dead-ended)
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "GrammarError",
+    "GrammarMaskError",
+    "NoLegalContinuation",
+    "TokenRejected",
+    "UnsupportedSchemaError",
+]
+
+
+class GrammarMaskError(Exception):
+    """Root of every error raised by grammarmask."""
+
+
+class GrammarError(GrammarMaskError, ValueError):
+    """A grammar, pattern, schema or vocabulary is malformed.
+
+    ``line`` and ``column`` (1-based) point into the grammar text when known; ``context`` is
+    the offending line with a caret under the column.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        line: int | None = None,
+        column: int | None = None,
+        text: str | None = None,
+    ) -> None:
+        self.message = message
+        self.line = line
+        self.column = column
+        self.context = _caret_context(text, line, column) if text is not None else ""
+        where = f"line {line}, column {column}: " if line is not None and column is not None else ""
+        full = where + message
+        if self.context:
+            full += "\n" + self.context
+        super().__init__(full)
+
+
+def _caret_context(text: str, line: int | None, column: int | None) -> str:
+    if line is None or column is None:
+        return ""
+    lines = text.splitlines() or [""]
+    if not 1 <= line <= len(lines):
+        return ""
+    src = lines[line - 1]
+    return f"    {src}\n    {' ' * (column - 1)}^"
+
+
+class UnsupportedSchemaError(GrammarError):
+    """A JSON Schema keyword the compiler cannot enforce exactly.
+
+    ``keyword`` names it and ``pointer`` is the JSON pointer of the schema holding it.
+    """
+
+    def __init__(self, message: str, *, keyword: str, pointer: str) -> None:
+        self.keyword = keyword
+        self.pointer = pointer
+        super().__init__(f"{message} (keyword {keyword!r} at {pointer or '/'})")
+
+
+class TokenRejected(GrammarMaskError, ValueError):
+    """``Matcher.advance`` was given a token the grammar does not allow; the matcher is unchanged."""
+
+    def __init__(self, token_id: int, reason: str = "") -> None:
+        self.token_id = token_id
+        super().__init__(f"token {token_id} is not allowed here" + (f": {reason}" if reason else ""))
+
+
+class NoLegalContinuation(GrammarMaskError, RuntimeError):
+    """No token is legal: the grammar (or an intersection of grammars) cannot be continued."""

@@ -1,0 +1,380 @@
+"""The three stages: a tokenizer-free :class:`Grammar`, a vocabulary-bound :class:`CompiledGrammar`, and
+a per-sequence :class:`Matcher`.
+
+A backend implements two things. Its ``Grammar`` subclass turns its input into a
+``CompiledGrammar`` in ``_compile(vocab)``; its ``CompiledGrammar`` subclass answers four questions
+about an immutable state value:
+
+- ``initial_state()``: the state before any output;
+- ``state_mask_words(state)``: packed uint32 words of the legal non-EOS tokens (may be cached; never
+  mutated by callers);
+- ``advance_state(state, token_id)``: the next state, or ``None`` if the token is illegal;
+- ``is_accepting_state(state)``: whether the output so far is in the language (so EOS is legal).
+
+Because states are immutable values, the generic :class:`Matcher` keeps a stack of them: ``fork`` and
+``rollback`` are cheap and a rejected token leaves nothing to undo.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .errors import GrammarError, NoLegalContinuation, TokenRejected
+from .mask import Mask
+from .vocab import Vocabulary
+
+__all__ = ["And", "CompiledGrammar", "Grammar", "Matcher"]
+
+State = Any
+Words = npt.NDArray[np.uint32]
+
+_CACHE_LIMIT = 128
+
+
+class Grammar(ABC):
+    """A language of byte strings, independent of any tokenizer. ``compile(vocab)`` binds it."""
+
+    @abstractmethod
+    def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
+        """Build the vocabulary-bound form (called once per vocabulary; ``compile`` caches)."""
+
+    def cache_key(self) -> Hashable | None:
+        """A content key: grammars with equal keys compile to interchangeable results (None: no caching)."""
+        return None
+
+    def compile(self, vocab: Vocabulary) -> CompiledGrammar:
+        """Compile against ``vocab``; equal grammars compiled twice on one vocabulary share the result."""
+        if not isinstance(vocab, Vocabulary):
+            raise GrammarError(f"compile() needs a grammarmask.Vocabulary, got {type(vocab).__name__}")
+        key = self.cache_key()
+        if key is None:
+            return self._compile(vocab)
+        full_key = (type(self).__qualname__, key)
+        cache, lock = _vocab_cache(vocab)
+        with lock:
+            hit = cache.get(full_key)
+            if hit is not None:
+                cache.move_to_end(full_key)
+                return hit
+        compiled = self._compile(vocab)
+        with lock:
+            cache[full_key] = compiled
+            while len(cache) > _CACHE_LIMIT:
+                cache.popitem(last=False)
+        return compiled
+
+    def to_dfa(self) -> Any:
+        """The grammar as one byte DFA when it is regular and small, else None (used by ``&``)."""
+        return None
+
+    def __and__(self, other: Grammar) -> Grammar:
+        if not isinstance(other, Grammar):
+            return NotImplemented
+        return And(self, other)
+
+
+def _vocab_cache(vocab: Vocabulary) -> tuple[OrderedDict[Hashable, CompiledGrammar], threading.Lock]:
+    cache = vocab.__dict__.get("_compiled_cache")
+    if cache is None:
+        cache = vocab.__dict__.setdefault("_compiled_cache", (OrderedDict(), threading.Lock()))
+    return cache  # type: ignore[no-any-return]
+
+
+class CompiledGrammar(ABC):
+    """A grammar bound to a vocabulary: immutable, thread-safe, shared by any number of matchers."""
+
+    vocab: Vocabulary
+
+    @abstractmethod
+    def initial_state(self) -> State:
+        """The state before any output."""
+
+    @abstractmethod
+    def state_mask_words(self, state: State) -> Words:
+        """Mask words of the legal non-EOS tokens in ``state`` (callers never mutate the array)."""
+
+    @abstractmethod
+    def advance_state(self, state: State, token_id: int) -> State | None:
+        """The state after ``token_id`` (never EOS), or None when the token is illegal."""
+
+    @abstractmethod
+    def is_accepting_state(self, state: State) -> bool:
+        """Whether the output so far is a complete sentence of the language."""
+
+    def forced_bytes(self, state: State) -> bytes:
+        """The bytes every continuation from ``state`` must start with (b"" when unknown or free)."""
+        return b""
+
+    def matcher(self) -> Matcher:
+        """A fresh matcher at the start of the language."""
+        return Matcher(self)
+
+
+_FINISHED = object()
+
+
+class Matcher:
+    """One sequence's position in a compiled grammar.
+
+    Lifecycle: ``mask()`` gives the legal next tokens; ``advance(token)`` moves on (EOS is legal
+    exactly when ``is_accepting()``; after it ``is_finished()`` is true and nothing more is legal);
+    ``fork()`` copies the position; ``rollback(n)`` undoes the last ``n`` tokens.
+    """
+
+    __slots__ = ("_states", "compiled", "vocab")
+
+    def __init__(self, compiled: CompiledGrammar, _states: list[State] | None = None) -> None:
+        self.compiled = compiled
+        self.vocab = compiled.vocab
+        self._states: list[State] = _states if _states is not None else [compiled.initial_state()]
+
+    def __repr__(self) -> str:
+        status = "finished" if self.is_finished() else ("accepting" if self.is_accepting() else "open")
+        return f"<Matcher {type(self.compiled).__name__} after {self.num_tokens} tokens, {status}>"
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens advanced so far (EOS included)."""
+        return len(self._states) - 1
+
+    @property
+    def state(self) -> State:
+        """The current backend state (an immutable value)."""
+        return self._states[-1]
+
+    def is_finished(self) -> bool:
+        """True once EOS was taken."""
+        return self._states[-1] is _FINISHED
+
+    def is_accepting(self) -> bool:
+        """True when the output so far is in the language (EOS is legal now)."""
+        s = self._states[-1]
+        return s is not _FINISHED and self.compiled.is_accepting_state(s)
+
+    def _words(self) -> Words:
+        s = self._states[-1]
+        if s is _FINISHED:
+            return np.zeros(self.vocab.n_words, np.uint32)
+        words = self.compiled.state_mask_words(s)
+        accepting = self.compiled.is_accepting_state(s)
+        if not accepting and not words.any():
+            raise NoLegalContinuation(
+                f"no token can follow the output so far ({self.num_tokens} tokens): "
+                "the grammar (or an intersection of grammars) has no legal continuation"
+            )
+        if accepting:
+            words = words.copy()
+            eos = self.vocab.eos_token_id
+            words[eos >> 5] |= np.uint32(1 << (eos & 31))
+        return words
+
+    def mask(self) -> Mask:
+        """The legal next tokens (EOS included when accepting; empty once finished).
+
+        Raises
+        ------
+        NoLegalContinuation
+            Nothing is legal and the output is not complete (an intersection dead-ended).
+        """
+        return Mask(self._words(), self.vocab.size)
+
+    def fill_mask(self, words: npt.NDArray[Any], row: int = 0) -> None:
+        """Write the mask into ``words[row]`` of a caller's ``[batch, n_words]`` int32/uint32 array."""
+        if words.ndim != 2 or words.shape[1] != self.vocab.n_words:
+            raise GrammarError(f"fill_mask needs a [batch, {self.vocab.n_words}] array, got {words.shape}")
+        if words.dtype not in (np.int32, np.uint32):
+            raise GrammarError(f"fill_mask needs an int32 or uint32 array, got {words.dtype}")
+        words[row] = self._words().view(words.dtype)
+
+    def advance(self, token_id: int) -> None:
+        """Take one token.
+
+        Raises
+        ------
+        TokenRejected
+            The token is illegal here (out of range, a special or padding id, EOS before the output
+            is complete, anything after EOS, or a token the grammar forbids). The state is unchanged.
+        """
+        s = self._states[-1]
+        t = int(token_id)
+        if s is _FINISHED:
+            raise TokenRejected(t, "the sequence already ended with EOS")
+        if t == self.vocab.eos_token_id:
+            if not self.compiled.is_accepting_state(s):
+                raise TokenRejected(t, "EOS before the output is complete")
+            self._states.append(_FINISHED)
+            return
+        if not 0 <= t < self.vocab.size:
+            raise TokenRejected(t, f"outside the vocabulary (size {self.vocab.size})")
+        if t in self.vocab.special_ids or t >= len(self.vocab.token_bytes):
+            raise TokenRejected(t, "special and padding tokens are never legal")
+        nxt = self.compiled.advance_state(s, t)
+        if nxt is None:
+            raise TokenRejected(t, f"{self.vocab.token_bytes[t]!r} does not continue the grammar")
+        self._states.append(nxt)
+
+    def advance_many(self, token_ids: Iterable[int]) -> None:
+        """Take several tokens; on a rejection the matcher is left as it was before the call."""
+        n = len(self._states)
+        try:
+            for t in token_ids:
+                self.advance(t)
+        except TokenRejected:
+            del self._states[n:]
+            raise
+
+    def try_advance(self, token_id: int) -> bool:
+        """Advance if legal; return whether it was."""
+        try:
+            self.advance(token_id)
+        except TokenRejected:
+            return False
+        return True
+
+    def fork(self) -> Matcher:
+        """An independent copy at the same position (states are shared, not copied)."""
+        return Matcher(self.compiled, list(self._states))
+
+    def rollback(self, n_tokens: int = 1) -> None:
+        """Undo the last ``n_tokens`` tokens (EOS counts as one)."""
+        if not 0 <= n_tokens <= self.num_tokens:
+            raise GrammarError(f"cannot roll back {n_tokens} tokens: only {self.num_tokens} were taken")
+        if n_tokens:
+            del self._states[-n_tokens:]
+
+    def reset(self) -> None:
+        """Back to the start."""
+        del self._states[1:]
+
+    def forced_bytes(self) -> bytes:
+        """The bytes every continuation must start with (b"" when there is a choice)."""
+        s = self._states[-1]
+        return b"" if s is _FINISHED else self.compiled.forced_bytes(s)
+
+    def forced_tokens(self) -> list[int]:
+        """Tokens the grammar forces next: a greedy longest-match tokenization of ``forced_bytes()``
+        (each token legal in turn), then EOS if the output is then complete and nothing else is legal.
+        Empty when there is a choice. Appending them skips model calls without leaving the language.
+        """
+        probe = self.fork()
+        out: list[int] = []
+        trie = self.vocab.trie
+        while not probe.is_finished():
+            data = probe.forced_bytes()
+            tok = _longest_token(trie, data, probe)
+            if tok is None:
+                break
+            probe.advance(tok)
+            out.append(tok)
+        if not probe.is_finished() and probe.is_accepting():
+            words = probe.compiled.state_mask_words(probe.state)
+            if not words.any():
+                out.append(self.vocab.eos_token_id)
+        return out
+
+
+def _longest_token(trie: Any, data: bytes, probe: Matcher) -> int | None:
+    """The longest token whose bytes are a prefix of ``data`` and that ``probe`` accepts."""
+    node, best = 0, []
+    for i, b in enumerate(data):
+        lo, hi = int(trie.child_lo[node]), int(trie.child_hi[node])
+        j = lo + int(np.searchsorted(trie.byte[lo:hi], b))
+        if j >= hi or trie.byte[j] != b:
+            break
+        node = j
+        toks = trie.tokens[trie.tok_lo[node] : trie.tok_hi[node]]
+        if toks.size:
+            best.append((i, [int(t) for t in toks]))
+    for _, toks in reversed(best):
+        for t in toks:
+            if probe.compiled.advance_state(probe.state, t) is not None:
+                return t
+    return None
+
+
+class And(Grammar):
+    """Both grammars at once: a token is legal iff both allow it; finished iff both are.
+
+    When both sides are regular (``to_dfa()``), this compiles to one product automaton, which never
+    dead-ends. Otherwise the two run side by side and a dead end raises ``NoLegalContinuation``.
+    """
+
+    def __init__(self, *parts: Grammar) -> None:
+        flat: list[Grammar] = []
+        for p in parts:
+            if not isinstance(p, Grammar):
+                raise GrammarError(f"And takes grammars, got {type(p).__name__}")
+            flat.extend(p.parts if isinstance(p, And) else [p])
+        if len(flat) < 2:
+            raise GrammarError("And needs at least two grammars")
+        self.parts = tuple(flat)
+
+    def __repr__(self) -> str:
+        return " & ".join(repr(p) for p in self.parts)
+
+    def cache_key(self) -> Hashable | None:
+        keys = [p.cache_key() for p in self.parts]
+        return None if any(k is None for k in keys) else tuple((type(p).__qualname__, k) for p, k in zip(self.parts, keys))
+
+    def to_dfa(self) -> Any:
+        dfas = [p.to_dfa() for p in self.parts]
+        if any(d is None for d in dfas):
+            return None
+        from .automata import product
+
+        out = dfas[0]
+        for d in dfas[1:]:
+            out = product(out, d)
+        return out
+
+    def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
+        dfa = self.to_dfa()
+        if dfa is not None:
+            from .backends.regex import DfaCompiledGrammar
+
+            return DfaCompiledGrammar(vocab, dfa)
+        return _AndCompiled(vocab, [p.compile(vocab) for p in self.parts])
+
+
+class _AndCompiled(CompiledGrammar):
+    def __init__(self, vocab: Vocabulary, parts: list[CompiledGrammar]) -> None:
+        self.vocab = vocab
+        self.parts = parts
+
+    def initial_state(self) -> State:
+        return tuple(p.initial_state() for p in self.parts)
+
+    def state_mask_words(self, state: State) -> Words:
+        words = self.parts[0].state_mask_words(state[0])
+        for p, s in zip(self.parts[1:], state[1:]):
+            words = words & p.state_mask_words(s)
+        return words
+
+    def advance_state(self, state: State, token_id: int) -> State | None:
+        out = []
+        for p, s in zip(self.parts, state):
+            n = p.advance_state(s, token_id)
+            if n is None:
+                return None
+            out.append(n)
+        return tuple(out)
+
+    def is_accepting_state(self, state: State) -> bool:
+        return all(p.is_accepting_state(s) for p, s in zip(self.parts, state))
+
+    def forced_bytes(self, state: State) -> bytes:
+        best = b""
+        for p, s in zip(self.parts, state):
+            f = p.forced_bytes(s)
+            if f.startswith(best):
+                best = f
+            elif not best.startswith(f):
+                return b""
+        return best

@@ -1,0 +1,1 @@
+"""Adapters for model runtimes (imported lazily: torch and transformers are optional)."""

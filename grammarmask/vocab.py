@@ -1,0 +1,276 @@
+"""Vocabulary: what each token id contributes to the decoded text, as bytes.
+
+A :class:`Vocabulary` is the only thing grammarmask needs from a tokenizer: token id -> exact bytes,
+the EOS id, the other special ids (never legal unless a grammar names them), and the model's vocabulary
+size (which may exceed the tokenizer's; padding ids are never legal). Loaders for tokenizer families
+live in :mod:`grammarmask.loaders` and are reached through the ``from_*`` classmethods here.
+
+The token trie (:class:`TokenTrie`) stores every normal token's bytes as a prefix tree in flat numpy
+arrays so that automata can walk the whole vocabulary level by level, vectorised.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .errors import GrammarError
+
+__all__ = ["TokenTrie", "Vocabulary"]
+
+I32 = npt.NDArray[np.int32]
+
+
+@dataclass(frozen=True, eq=False)
+class TokenTrie:
+    """The normal tokens' byte strings as a prefix tree, in flat arrays, nodes in BFS order.
+
+    Node 0 is the root (the empty string). For node ``n``: ``byte[n]`` is the byte on the edge into it,
+    ``depth[n]`` its length, ``parent[n]`` its parent; its children are nodes ``child_lo[n]`` to
+    ``child_hi[n] - 1`` (contiguous, sorted by byte), and the ids of the tokens whose bytes are exactly
+    the node's path are ``tokens[tok_lo[n]:tok_hi[n]]``. ``level_lo[d]:level_lo[d+1]`` are the nodes of
+    depth ``d``. ``sorted_tokens`` lists the token ids in byte order; the tokens that start with node
+    ``n``'s path are ``sorted_tokens[sub_lo[n]:sub_hi[n]]``, and the longest of them is
+    ``max_len_below[n]`` bytes longer than the path.
+    """
+
+    byte: npt.NDArray[np.uint8]
+    depth: I32
+    parent: I32
+    child_lo: I32
+    child_hi: I32
+    tok_lo: I32
+    tok_hi: I32
+    tokens: I32
+    level_lo: I32
+    sorted_tokens: I32
+    sub_lo: I32
+    sub_hi: I32
+    max_len_below: I32
+
+    @property
+    def n_nodes(self) -> int:
+        return int(self.byte.shape[0])
+
+    @classmethod
+    def build(cls, token_bytes: Sequence[bytes], exclude: Iterable[int] = ()) -> TokenTrie:
+        """Build the trie of every non-empty token not in ``exclude``, vectorised over tokens."""
+        skip = set(exclude)
+        ids = [i for i, b in enumerate(token_bytes) if b and i not in skip]
+        ids.sort(key=token_bytes.__getitem__)
+        n = len(ids)
+        lengths = np.fromiter((len(token_bytes[i]) for i in ids), dtype=np.int32, count=n)
+        max_len = int(lengths.max()) if n else 0
+        mat = np.zeros((n, max_len), dtype=np.uint8)
+        flat = np.frombuffer(b"".join(token_bytes[i] for i in ids), dtype=np.uint8)
+        rows = np.repeat(np.arange(n), lengths)
+        cols = np.arange(flat.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        mat[rows, cols] = flat
+        # lcp[i]: longest common prefix of sorted tokens i-1 and i (0 for the first).
+        lcp = np.zeros(n, dtype=np.int32)
+        if n > 1:
+            same = mat[1:] == mat[:-1]
+            both = np.minimum(lengths[1:], lengths[:-1])
+            first_diff = np.where(same.all(axis=1), max_len, np.argmin(same, axis=1))
+            lcp[1:] = np.minimum(first_diff, both)
+
+        sub_lo_parts = [np.zeros(1, np.int32)]
+        sub_hi_parts = [np.full(1, n, np.int32)]
+        maxlen_parts = [np.full(1, max_len, np.int32)]
+        byte_parts = [np.zeros(1, np.uint8)]
+        parent_parts = [np.full(1, -1, np.int32)]
+        level_lo = [0, 1]
+        node_of_token = np.zeros(n, dtype=np.int64)  # node at the previous depth, per token
+        next_id = 1
+        end_node = np.zeros(n, dtype=np.int64)
+        for d in range(1, max_len + 1):
+            alive = np.nonzero(lengths >= d)[0]
+            new = lcp[alive] < d
+            count = int(new.sum())
+            ids_at_d = next_id + np.cumsum(new) - 1
+            starts = alive[new]
+            breaks = np.append(np.nonzero(lcp < d)[0], n)
+            ends = breaks[np.searchsorted(breaks, starts, side="right")]
+            sub_lo_parts.append(starts.astype(np.int32))
+            sub_hi_parts.append(ends.astype(np.int32))
+            maxlen_parts.append((np.maximum.reduceat(lengths, starts) - d).astype(np.int32) if count else
+                                np.zeros(0, np.int32))
+            byte_parts.append(mat[starts, d - 1])
+            parent_parts.append(node_of_token[alive[new]].astype(np.int32))
+            node_of_token[alive] = ids_at_d
+            is_end = lengths[alive] == d
+            end_node[alive[is_end]] = ids_at_d[is_end]
+            next_id += count
+            level_lo.append(next_id)
+
+        byte = np.concatenate(byte_parts)
+        parent = np.concatenate(parent_parts)
+        total = byte.shape[0]
+        depth = np.zeros(total, dtype=np.int32)
+        for d in range(1, len(level_lo) - 1):
+            depth[level_lo[d] : level_lo[d + 1]] = d
+        child_lo = np.empty(total, dtype=np.int32)
+        child_hi = np.empty(total, dtype=np.int32)
+        child_lo[:] = np.searchsorted(parent[1:], np.arange(total), side="left") + 1
+        child_hi[:] = np.searchsorted(parent[1:], np.arange(total), side="right") + 1
+        # Tokens grouped by end node (several ids may share the same bytes).
+        order = np.argsort(end_node, kind="stable")
+        sorted_nodes = end_node[order]
+        tokens = np.asarray(ids, dtype=np.int32)[order] if n else np.zeros(0, np.int32)
+        tok_lo = np.searchsorted(sorted_nodes, np.arange(total), side="left").astype(np.int32)
+        tok_hi = np.searchsorted(sorted_nodes, np.arange(total), side="right").astype(np.int32)
+        return cls(
+            byte=byte,
+            depth=depth,
+            parent=parent,
+            child_lo=child_lo,
+            child_hi=child_hi,
+            tok_lo=tok_lo,
+            tok_hi=tok_hi,
+            tokens=tokens,
+            level_lo=np.asarray(level_lo, dtype=np.int32),
+            sorted_tokens=np.asarray(ids, dtype=np.int32),
+            sub_lo=np.concatenate(sub_lo_parts),
+            sub_hi=np.concatenate(sub_hi_parts),
+            max_len_below=np.concatenate(maxlen_parts),
+        )
+
+
+class Vocabulary:
+    """Token id -> bytes for one tokenizer, plus its special ids and the model's vocabulary size.
+
+    Parameters
+    ----------
+    token_bytes
+        The bytes each token id contributes to the decoded text (index = id). Special tokens may be
+        given as ``b""``; they never take part in a grammar.
+    eos_token_id
+        The end-of-sequence id: legal exactly when the output so far is in the grammar's language.
+    special_token_ids
+        Control tokens (BOS, padding, tool-call markers, ...): never legal. EOS is added.
+    size
+        The model's vocabulary size, at least ``len(token_bytes)``; ids past the tokenizer's are
+        padding, never legal.
+
+    Raises
+    ------
+    GrammarError
+        No EOS id, an EOS id out of range, a size smaller than the token list, or a token that is not
+        ``bytes``.
+    """
+
+    def __init__(
+        self,
+        token_bytes: Sequence[bytes],
+        *,
+        eos_token_id: int | None,
+        special_token_ids: Iterable[int] = (),
+        size: int | None = None,
+        name: str = "",
+    ) -> None:
+        tokens = tuple(token_bytes)
+        for i, b in enumerate(tokens):
+            if not isinstance(b, bytes):
+                raise GrammarError(f"token {i} is {type(b).__name__}, expected bytes")
+        if eos_token_id is None:
+            raise GrammarError("the vocabulary has no EOS token: pass eos_token_id")
+        n = len(tokens)
+        size = n if size is None else int(size)
+        if size < n:
+            raise GrammarError(f"size={size} is smaller than the {n} tokens given")
+        if not 0 <= eos_token_id < size:
+            raise GrammarError(f"eos_token_id={eos_token_id} is outside the vocabulary (size {size})")
+        specials = frozenset(int(i) for i in special_token_ids) | {int(eos_token_id)}
+        bad = [i for i in specials if not 0 <= i < size]
+        if bad:
+            raise GrammarError(f"special token id {bad[0]} is outside the vocabulary (size {size})")
+        self.token_bytes: tuple[bytes, ...] = tuple(
+            b"" if i in specials else b for i, b in enumerate(tokens)
+        )
+        self.size = size
+        self.eos_token_id = int(eos_token_id)
+        self.special_ids = specials
+        self.name = name
+
+    def __repr__(self) -> str:
+        label = f" {self.name!r}" if self.name else ""
+        return f"<Vocabulary{label} size={self.size} eos={self.eos_token_id}>"
+
+    def __len__(self) -> int:
+        return self.size
+
+    @property
+    def n_words(self) -> int:
+        """Number of uint32 words in a packed mask over this vocabulary."""
+        return (self.size + 31) // 32
+
+    @cached_property
+    def trie(self) -> TokenTrie:
+        """The prefix tree of the normal tokens (built on first use, about a second for 131k)."""
+        return TokenTrie.build(self.token_bytes, exclude=self.special_ids)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """A content hash: equal vocabularies share compiled grammars."""
+        h = hashlib.blake2b(digest_size=16)
+        h.update(f"{self.size}:{self.eos_token_id}:{sorted(self.special_ids)}".encode())
+        for b in self.token_bytes:
+            h.update(len(b).to_bytes(2, "little"))
+            h.update(b)
+        return h.hexdigest()
+
+    def decode(self, token_ids: Iterable[int]) -> bytes:
+        """The bytes of a token sequence (special tokens contribute nothing)."""
+        tb = self.token_bytes
+        n = len(tb)
+        return b"".join(tb[i] if i < n else b"" for i in token_ids)
+
+    # --- loaders (implementations in grammarmask.loaders) -------------------------------------
+
+    @classmethod
+    def from_tokens(
+        cls,
+        tokens: Sequence[bytes],
+        *,
+        eos_token_id: int | None,
+        special_token_ids: Iterable[int] = (),
+        size: int | None = None,
+    ) -> Vocabulary:
+        """A vocabulary from a list of token byte strings (index = id)."""
+        return cls(tokens, eos_token_id=eos_token_id, special_token_ids=special_token_ids, size=size)
+
+    @classmethod
+    def from_mistral(cls, tokenizer: Any = "tekken", *, size: int | None = None) -> Vocabulary:
+        """mistral-common's tokenizers: ``"tekken"`` (131k byte-level BPE), ``"sentencepiece"`` (32k),
+        a path to a tokenizer file, or a loaded ``Tekkenizer``/``SentencePieceTokenizer``."""
+        from . import loaders
+
+        return loaders.from_mistral(cls, tokenizer, size=size)
+
+    @classmethod
+    def from_hf(cls, tokenizer: Any, *, size: int | None = None) -> Vocabulary:
+        """A Hugging Face ``tokenizers.Tokenizer`` or transformers tokenizer (byte-level BPE via the
+        GPT-2 byte map, sentencepiece ``▁`` with ``<0xNN>`` byte fallback, added/special tokens)."""
+        from . import loaders
+
+        return loaders.from_hf(cls, tokenizer, size=size)
+
+    @classmethod
+    def from_tiktoken(cls, encoding: Any, *, eos_token_id: int | None = None, size: int | None = None) -> Vocabulary:
+        """A ``tiktoken.Encoding`` (ranks are ids; special tokens from the encoding)."""
+        from . import loaders
+
+        return loaders.from_tiktoken(cls, encoding, eos_token_id=eos_token_id, size=size)
+
+    @classmethod
+    def from_sentencepiece(cls, processor: Any, *, size: int | None = None) -> Vocabulary:
+        """A ``sentencepiece.SentencePieceProcessor`` (``▁`` is a space, ``<0xNN>`` pieces are bytes)."""
+        from . import loaders
+
+        return loaders.from_sentencepiece(cls, processor, size=size)
