@@ -1,0 +1,229 @@
+"""The byte-level DFA value type, trimming and minimisation.
+
+A :class:`DFA` reads bytes. State 0 is the *dead* state: absorbing, non-accepting, its row all
+zeros, so vectorised walks (``states = T[states, byte]``) need no ``-1`` checks. Every DFA the
+constructors in :mod:`grammarmask.automata` return is *trimmed* (every non-dead state is reachable
+from ``start`` and can reach an accepting state) and minimal, so a state that is not 0 always
+has a completion, and ``start == 0`` means the language is empty.
+
+Minimisation is Moore's partition refinement (Moore 1956), vectorised with numpy over the
+automaton's byte classes.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["DFA", "minimize", "trim"]
+
+IntArray = npt.NDArray[np.int32]
+BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True, eq=False)
+class DFA:
+    """A deterministic automaton over bytes with dead state 0.
+
+    ``transitions[s, b]`` is the state after byte ``b`` in state ``s`` (int32, shape
+    ``(n_states, 256)``); ``accepting[s]`` says whether ``s`` is final; ``start`` is the
+    initial state (0 when the language is empty). Treat instances as immutable.
+    """
+
+    transitions: IntArray
+    accepting: BoolArray
+    start: int
+
+    def __post_init__(self) -> None:
+        t = np.ascontiguousarray(self.transitions, dtype=np.int32)
+        a = np.ascontiguousarray(self.accepting, dtype=np.bool_)
+        if t.ndim != 2 or t.shape[1] != 256 or t.shape[0] < 1 or a.shape != (t.shape[0],):
+            raise ValueError("DFA needs transitions of shape (n, 256) and accepting of shape (n,)")
+        if t[0].any() or a[0]:
+            raise ValueError("DFA state 0 must be the dead state (row of zeros, not accepting)")
+        if not 0 <= self.start < t.shape[0]:
+            raise ValueError(f"DFA start state {self.start} out of range")
+        t.setflags(write=False)
+        a.setflags(write=False)
+        object.__setattr__(self, "transitions", t)
+        object.__setattr__(self, "accepting", a)
+        object.__setattr__(self, "start", int(self.start))
+
+    @property
+    def n_states(self) -> int:
+        """Number of states, the dead state included."""
+        return int(self.transitions.shape[0])
+
+    @functools.cached_property
+    def _rows(self) -> list[list[int]]:
+        return self.transitions.tolist()  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def _accepting_list(self) -> list[bool]:
+        return self.accepting.tolist()  # type: ignore[no-any-return]
+
+    def run(self, state: int, data: bytes) -> int:
+        """The state after reading ``data`` from ``state`` (0 once dead)."""
+        rows = self._rows
+        for b in data:
+            state = rows[state][b]
+            if state == 0:
+                return 0
+        return state
+
+    def matches(self, data: bytes) -> bool:
+        """Whether ``data`` is in the language."""
+        return self._accepting_list[self.run(self.start, data)]
+
+    def is_accepting(self, state: int) -> bool:
+        """Whether ``state`` is final."""
+        return self._accepting_list[state]
+
+    def is_empty(self) -> bool:
+        """Whether the language is empty."""
+        return self.start == 0
+
+    def byte_classes(self) -> tuple[npt.NDArray[np.int32], int]:
+        """``(classes, k)``: ``classes[b]`` in ``0..k-1``, equal iff bytes have identical columns.
+
+        Classes are numbered in order of first appearance, so byte 0's class is 0.
+        """
+        return _byte_classes(self)
+
+    def live_bytes(self, state: int) -> list[int]:
+        """The bytes that lead from ``state`` to a non-dead state."""
+        return [b for b, t in enumerate(self._rows[state]) if t]
+
+
+@functools.lru_cache(maxsize=256)
+def _byte_classes(dfa: DFA) -> tuple[npt.NDArray[np.int32], int]:
+    return column_classes(dfa.transitions)
+
+
+def column_classes(t: IntArray) -> tuple[npt.NDArray[np.int32], int]:
+    """Group the 256 columns of ``t`` into classes of identical columns (first-appearance order)."""
+    inverse = row_ids(np.ascontiguousarray(t.T))
+    _, first = np.unique(inverse, return_index=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return rank[inverse].astype(np.int32), int(order.size)
+
+
+_RNG = np.random.default_rng(0x5EED)
+
+
+def row_ids(mat: npt.NDArray[np.integer]) -> npt.NDArray[np.int64]:
+    """Ids ``0..r-1`` for the rows of an int matrix, equal iff the rows are equal.
+
+    Rows are grouped by a random 64-bit linear hash, then every row is checked against its
+    group's first row; on a collision (never seen in practice) the exact slow path runs.
+    """
+    m = np.asarray(mat, dtype=np.int64)
+    if m.shape[0] == 0:
+        return np.zeros(0, dtype=np.int64)
+    coef = _RNG.integers(1, 1 << 62, size=m.shape[1], dtype=np.int64) | 1
+    with np.errstate(over="ignore"):
+        h = (m * coef).sum(axis=1)
+    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if np.array_equal(m, m[first[inverse]]):
+        return inverse.astype(np.int64)
+    _, inverse = np.unique(m, axis=0, return_inverse=True)
+    return inverse.reshape(-1).astype(np.int64)
+
+
+def _reduced(t: IntArray) -> tuple[IntArray, npt.NDArray[np.int32], npt.NDArray[np.intp]]:
+    classes, k = column_classes(t)
+    reps = np.zeros(k, dtype=np.intp)
+    reps[classes[::-1]] = np.arange(255, -1, -1)  # first byte of each class
+    return t[:, reps], classes, reps
+
+
+def trim(transitions: IntArray, accepting: BoolArray, start: int) -> DFA:
+    """Drop unreachable and dead-end states, renumber with dead state 0, keep the language."""
+    t = np.asarray(transitions, dtype=np.int32)
+    acc = np.asarray(accepting, dtype=np.bool_)
+    n = t.shape[0]
+    red, _, _ = _reduced(t)
+    reach = np.zeros(n, dtype=np.bool_)
+    reach[start] = True
+    frontier = np.array([start])
+    while frontier.size:
+        nxt = np.unique(red[frontier])
+        nxt = nxt[~reach[nxt]]
+        reach[nxt] = True
+        frontier = nxt
+    # co-reachability over reversed edges
+    src = np.repeat(np.arange(n), red.shape[1])
+    dst = red.reshape(-1)
+    keep = reach[src] & (src != dst)
+    src, dst = src[keep], dst[keep]
+    order = np.argsort(dst, kind="stable")
+    src_by_dst = src[order]
+    ptr = np.searchsorted(dst[order], np.arange(n + 1))
+    live = acc & reach
+    live[0] = False
+    frontier = np.flatnonzero(live)
+    while frontier.size:
+        lo, hi = ptr[frontier], ptr[frontier + 1]
+        preds = src_by_dst[_ranges(lo, hi)]
+        preds = np.unique(preds)
+        preds = preds[~live[preds] & reach[preds]]
+        preds = preds[preds != 0]
+        live[preds] = True
+        frontier = preds
+    live[0] = False
+    if not live[start]:
+        return DFA(np.zeros((1, 256), np.int32), np.zeros(1, np.bool_), 0)
+    keep_states = np.flatnonzero(live)
+    new_id = np.zeros(n, dtype=np.int32)
+    new_id[keep_states] = np.arange(1, keep_states.size + 1, dtype=np.int32)
+    new_t = np.zeros((keep_states.size + 1, 256), dtype=np.int32)
+    new_t[1:] = new_id[t[keep_states]]
+    new_acc = np.zeros(keep_states.size + 1, dtype=np.bool_)
+    new_acc[1:] = acc[keep_states]
+    return DFA(new_t, new_acc, int(new_id[start]))
+
+
+def _ranges(lo: npt.NDArray[np.intp], hi: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:
+    """Concatenate ``arange(lo[i], hi[i])`` for all i, vectorised."""
+    lens = hi - lo
+    total = int(lens.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.intp)
+    starts = np.repeat(lo - np.cumsum(lens) + lens, lens)
+    return starts + np.arange(total)
+
+
+def minimize(dfa: DFA) -> DFA:
+    """The minimal trimmed DFA of the same language (Moore partition refinement)."""
+    d = trim(dfa.transitions, dfa.accepting, dfa.start)
+    if d.start == 0:
+        return d
+    red, _, _ = _reduced(d.transitions)
+    n = d.n_states
+    block = d.accepting.astype(np.int64) + 1
+    block[0] = 0
+    n_blocks = len(np.unique(block))
+    while True:
+        block = row_ids(np.concatenate([block[:, None], block[red]], axis=1))
+        count = int(block.max()) + 1
+        if count == n_blocks:
+            break
+        n_blocks = count
+    # renumber: dead state's block -> 0, others in order of first state
+    _, first = np.unique(block, return_index=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size)
+    block = rank[block]  # state 0 is first, so its block is 0
+    reps = first[order]
+    new_t = block[d.transitions[reps]].astype(np.int32)
+    new_acc = d.accepting[reps]
+    if n_blocks == n:
+        return d
+    return DFA(new_t, new_acc, int(block[d.start]))

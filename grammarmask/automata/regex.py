@@ -1,0 +1,277 @@
+"""Python ``re`` patterns to byte-level DFAs.
+
+The pattern is parsed by the standard library's own parser (``re._parser``), so syntax, escapes,
+inline flags and ``re.VERBOSE`` are Python's. The parse tree is translated to a byte-level
+Thompson NFA (:mod:`.nfa`) whose character sets are UTF-8 encoded (:mod:`.utf8`), then
+determinised, trimmed and minimised. The language is exactly the set of UTF-8 encodings of the
+strings ``s`` with ``re.fullmatch(pattern, s, flags)``.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from re import _constants as C  # type: ignore[attr-defined]
+from re import _parser  # type: ignore[attr-defined]
+from typing import Any
+
+from ..errors import GrammarError
+from .charsets import (
+    RangeSet,
+    category_set,
+    complement,
+    ignorecase_set,
+    may_change_with_case,
+    normalize,
+)
+from .dfa import DFA
+from .nfa import A_BEGIN, A_BOL, A_DOLLAR, A_END, A_EOL, NFA, determinize
+from .utf8 import MAX_CODEPOINT, utf8_sequences
+
+__all__ = ["DEFAULT_MAX_STATES", "regex_to_dfa"]
+
+DEFAULT_MAX_STATES = 10_000
+
+_CATEGORY_ESCAPES = {
+    C.CATEGORY_DIGIT: r"\d",
+    C.CATEGORY_NOT_DIGIT: r"\D",
+    C.CATEGORY_SPACE: r"\s",
+    C.CATEGORY_NOT_SPACE: r"\S",
+    C.CATEGORY_WORD: r"\w",
+    C.CATEGORY_NOT_WORD: r"\W",
+}
+
+# (regex of the construct in the pattern text, what to call it)
+_UNSUPPORTED = {
+    C.GROUPREF: (r"\\[1-9]|\(\?P=", "backreferences are not regular"),
+    C.GROUPREF_EXISTS: (r"\(\?\(", "conditional groups are not regular"),
+    C.ASSERT: (r"\(\?<?[=!]", "lookaround assertions are not supported"),
+    C.ASSERT_NOT: (r"\(\?<?[=!]", "lookaround assertions are not supported"),
+    C.POSSESSIVE_REPEAT: (r"[*+?}]\+", "possessive quantifiers are not supported"),
+    C.ATOMIC_GROUP: (r"\(\?>", "atomic groups are not supported"),
+}
+
+
+def regex_to_dfa(pattern: str, flags: int = 0, *, max_states: int = DEFAULT_MAX_STATES) -> DFA:
+    """The minimal DFA of the UTF-8 byte strings that ``re.fullmatch(pattern, ., flags)`` accepts.
+
+    Raises
+    ------
+    GrammarError
+        The pattern does not compile (position from ``re``), uses a construct that is not
+        regular or not supported (backreferences, lookaround, conditionals, possessive or atomic
+        groups, ``\\b``/``\\B``; column of the construct), or needs more than ``max_states``
+        DFA states.
+    """
+    if not isinstance(pattern, str):
+        raise GrammarError(f"expected a str pattern, got {type(pattern).__name__}")
+    return _cached(pattern, flags, max_states)
+
+
+@functools.lru_cache(maxsize=128)
+def _cached(pattern: str, flags: int, max_states: int) -> DFA:
+    tree = parse(pattern, flags)
+    nfa = NFA(max_states=max(100_000, 50 * max_states))
+    start, final = nfa.new_state(), nfa.new_state()
+    _Builder(nfa, pattern).build(tree, tree.state.flags | flags, start, final)
+    return determinize(nfa, start, final, max_states=max_states)
+
+
+def parse(pattern: str, flags: int = 0) -> Any:
+    """``re._parser.parse`` with ``re.error`` turned into :class:`GrammarError`."""
+    if flags & (re.LOCALE | re.DEBUG):
+        raise GrammarError("re.LOCALE and re.DEBUG are not supported")
+    try:
+        return _parser.parse(pattern, flags)
+    except re.error as exc:
+        line, col = exc.lineno, exc.colno
+        if line is None or col is None:
+            line, col = 1, 1
+        raise GrammarError(f"invalid regex: {exc.msg}", line=line, column=col, text=pattern) from None
+    except (RecursionError, OverflowError) as exc:
+        raise GrammarError(f"invalid regex: {exc}") from None
+
+
+def _error_at(pattern: str, construct: str, message: str) -> GrammarError:
+    pos = _find_outside_classes(pattern, construct)
+    line = pattern.count("\n", 0, pos) + 1
+    col = pos - (pattern.rfind("\n", 0, pos) + 1) + 1
+    return GrammarError(message, line=line, column=col, text=pattern)
+
+
+def _find_outside_classes(pattern: str, construct: str) -> int:
+    """Offset of the first match of ``construct`` outside character classes (0 if none)."""
+    rx = re.compile(construct)
+    i, in_class = 0, False
+    while i < len(pattern):
+        ch = pattern[i]
+        if not in_class and rx.match(pattern, i):
+            return i
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            if ch == "]":
+                in_class = False
+        elif ch == "[":
+            in_class = True
+            if pattern.startswith("^", i + 1):
+                i += 1
+            if pattern.startswith("]", i + 1):
+                i += 1
+        i += 1
+    return 0
+
+
+class _Builder:
+    def __init__(self, nfa: NFA, pattern: str) -> None:
+        self.nfa = nfa
+        self.pattern = pattern
+
+    def build(self, seq: Any, flags: int, start: int, end: int) -> None:
+        """Add ``start --seq--> end`` for a sequence of parse-tree nodes."""
+        items = list(seq)
+        if not items:
+            self.nfa.add_eps(start, end)
+            return
+        cur = start
+        for i, (op, av) in enumerate(items):
+            nxt = end if i == len(items) - 1 else self.nfa.new_state()
+            self.node(op, av, flags, cur, nxt)
+            cur = nxt
+
+    def node(self, op: Any, av: Any, flags: int, start: int, end: int) -> None:
+        nfa = self.nfa
+        if op in (C.LITERAL, C.NOT_LITERAL, C.IN, C.ANY):
+            self.charset(_charset(op, av, flags), start, end)
+        elif op is C.BRANCH:
+            for alt in av[1]:
+                self.build(alt, flags, start, end)
+        elif op is C.SUBPATTERN:
+            _, add, delete, sub = av
+            self.build(sub, (flags | add) & ~delete, start, end)
+        elif op in (C.MAX_REPEAT, C.MIN_REPEAT):
+            self.repeat(av, flags, start, end)
+        elif op is C.AT:
+            self.anchor(av, flags, start, end)
+        elif op in _UNSUPPORTED:
+            construct, message = _UNSUPPORTED[op]
+            raise _error_at(self.pattern, construct, message)
+        else:
+            raise GrammarError(f"unsupported regex construct {op}")
+
+    def repeat(self, av: Any, flags: int, start: int, end: int) -> None:
+        lo, hi, sub = av
+        nfa = self.nfa
+        cur = start
+        for _ in range(lo):
+            nxt = nfa.new_state()
+            self.build(sub, flags, cur, nxt)
+            cur = nxt
+        if hi is C.MAXREPEAT:
+            loop = nfa.new_state()
+            nfa.add_eps(cur, loop)
+            body_end = nfa.new_state()
+            self.build(sub, flags, loop, body_end)
+            nfa.add_eps(body_end, loop)
+            nfa.add_eps(loop, end)
+            return
+        nfa.add_eps(cur, end)
+        for _ in range(hi - lo):
+            nxt = nfa.new_state()
+            self.build(sub, flags, cur, nxt)
+            nfa.add_eps(nxt, end)
+            cur = nxt
+
+    def anchor(self, code: Any, flags: int, start: int, end: int) -> None:
+        multiline = bool(flags & re.MULTILINE)
+        if code is C.AT_BEGINNING_STRING or (code is C.AT_BEGINNING and not multiline):
+            kind = A_BEGIN
+        elif code is C.AT_BEGINNING:
+            kind = A_BOL
+        elif code is C.AT_END_STRING:
+            kind = A_END
+        elif code is C.AT_END:
+            kind = A_EOL if multiline else A_DOLLAR
+        else:
+            raise _error_at(self.pattern, r"\\[bB]", r"word boundaries (\b, \B) are not supported")
+        self.nfa.add_assert(start, kind, end)
+
+    def charset(self, ranges: RangeSet, start: int, end: int) -> None:
+        nfa = self.nfa
+        # share common leading byte ranges between sequences (a small trie)
+        trie: dict[tuple[int, tuple[int, int]], int] = {}
+        for seq in _sequences(ranges):
+            cur = start
+            for j, (lo, hi) in enumerate(seq):
+                if j == len(seq) - 1:
+                    nfa.add_range(cur, lo, hi, end)
+                    break
+                key = (cur, (lo, hi))
+                nxt = trie.get(key)
+                if nxt is None:
+                    nxt = nfa.new_state()
+                    trie[key] = nxt
+                    nfa.add_range(cur, lo, hi, nxt)
+                cur = nxt
+
+
+@functools.lru_cache(maxsize=4096)
+def _sequences(ranges: RangeSet) -> tuple[tuple[tuple[int, int], ...], ...]:
+    return tuple(utf8_sequences(ranges))
+
+
+def _charset(op: Any, av: Any, flags: int) -> RangeSet:
+    """The code points one character node matches under ``flags``."""
+    if op is C.ANY:
+        if flags & re.DOTALL:
+            return ((0, MAX_CODEPOINT),)
+        return ((0, 9), (11, MAX_CODEPOINT))
+    items = [(C.LITERAL, av)] if op in (C.LITERAL, C.NOT_LITERAL) else list(av)
+    return _class_set(tuple(items), op is C.NOT_LITERAL, flags & (re.IGNORECASE | re.ASCII))
+
+
+@functools.lru_cache(maxsize=4096)
+def _class_set(items: tuple[tuple[Any, Any], ...], negate: bool, flags: int) -> RangeSet:
+    ascii_only = bool(flags & re.ASCII)
+    ranges: list[tuple[int, int]] = []
+    has_category = False
+    for op, av in items:
+        if op is C.NEGATE:
+            negate = not negate
+        elif op is C.LITERAL:
+            ranges.append((av, av))
+        elif op is C.RANGE:
+            ranges.append(av)
+        elif op is C.CATEGORY:
+            has_category = True
+            ranges.extend(category_set(_CATEGORY_ESCAPES[av], ascii_only))
+        else:
+            raise GrammarError(f"unsupported item {op} in a character class")
+    exact = normalize(ranges)
+    if negate:
+        exact = complement(exact)
+    if flags & re.IGNORECASE and (has_category or may_change_with_case(normalize(ranges))):
+        exact = ignorecase_set(exact, _class_source(items, negate), flags & re.ASCII)
+    return exact
+
+
+def _class_source(items: tuple[tuple[Any, Any], ...], negate: bool) -> str:
+    """Re-serialise a class as pattern text (to let ``re`` decide case-insensitive membership)."""
+    parts = []
+    for op, av in items:
+        if op is C.NEGATE:
+            negate = not negate
+        elif op is C.LITERAL:
+            parts.append(_esc(av))
+        elif op is C.RANGE:
+            parts.append(f"{_esc(av[0])}-{_esc(av[1])}")
+        else:
+            parts.append(_CATEGORY_ESCAPES[av])
+    if len(items) == 1 and items[0][0] is C.LITERAL and not negate:
+        return _esc(items[0][1])
+    return "[" + ("^" if negate else "") + "".join(parts) + "]"
+
+
+def _esc(c: int) -> str:
+    return f"\\U{c:08x}"
