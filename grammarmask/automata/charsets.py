@@ -7,12 +7,12 @@ sets agree with ``re.fullmatch`` by construction rather than by re-implementing 
 
 from __future__ import annotations
 
+import _sre  # type: ignore[import-not-found]
 import bisect
 import functools
 import re
 from collections.abc import Iterable
 
-import _sre  # type: ignore[import-not-found]
 import numpy as np
 
 from .utf8 import MAX_CODEPOINT

@@ -141,7 +141,6 @@ class _Builder:
             cur = nxt
 
     def node(self, op: Any, av: Any, flags: int, start: int, end: int) -> None:
-        nfa = self.nfa
         if op in (C.LITERAL, C.NOT_LITERAL, C.IN, C.ANY):
             self.charset(_charset(op, av, flags), start, end)
         elif op is C.BRANCH:
