@@ -1,0 +1,183 @@
+"""Lark grammars: loaded with lark's own loader, translated to the CFG IR, masked by the Earley backend.
+
+``Lark(text)`` accepts exactly what ``lark.Lark(text, parser="earley", lexer="dynamic")`` parses (lark's
+default): terminals are greedy (longest match at each position), ``%ignore`` terminals may sit between
+lexemes, ``%import common.*`` and relative imports work, templates, ``?rule`` inlining and aliases are
+expanded by lark. Differences from lark are listed in docs/semantics.md.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+from ..errors import GrammarError
+from ..grammar import CompiledGrammar, Grammar
+from ..vocab import Vocabulary
+
+__all__ = ["Lark"]
+
+# lark's common.lark ESCAPED_STRING uses a lazy body and a lookbehind; this is the same language, and
+# its longest match is the shortest one lark's regex finds (the DFA cannot continue past the quote).
+_LOOKBEHIND_REWRITES = {
+    r'".*?(?<!\\)(\\\\)*?"': r'"(?:[^"\\\n]|\\[^\n])*"',
+}
+
+_POS = re.compile(r"at line (\d+),? column (\d+)")
+
+
+def _find_definition(text: str, name: str) -> tuple[int, int] | None:
+    m = re.search(rf"^[ \t]*[?!]?{re.escape(name)}\b", text, re.M)
+    if m is None:
+        return None
+    line = text.count("\n", 0, m.start()) + 1
+    col = m.start() - (text.rfind("\n", 0, m.start()) + 1) + 1
+    return line, col + (len(m.group(0)) - len(m.group(0).lstrip(" \t?!")))
+
+
+def _find_use(text: str, name: str) -> tuple[int, int] | None:
+    for m in re.finditer(rf"(?<![\w.]){re.escape(name)}\b(?!\s*[:.])", text):
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        if text[line_start : m.start()].lstrip().startswith(("//", "%import")):
+            continue
+        return text.count("\n", 0, m.start()) + 1, m.start() - line_start + 1
+    return None
+
+
+def _lark_error(e: Exception, text: str) -> GrammarError:
+    msg = str(e).split("\n")[0]
+    line = getattr(e, "line", None)
+    col = getattr(e, "column", None)
+    m = _POS.search(msg)
+    if m:
+        line, col = int(m.group(1)), int(m.group(2))
+        msg = (msg[: m.start()] + msg[m.end() :]).rstrip(" ,.")
+    if line is None or line < 1:
+        line = col = None
+        m2 = re.search(r"'(\w+)' used but not defined", msg)
+        if m2:
+            pos = _find_use(text, m2.group(1))
+            if pos:
+                line, col = pos
+        if line is None:
+            m3 = re.search(r"TerminalDef\('(\w+)'", msg)
+            pos = _find_definition(text, m3.group(1)) if m3 else None
+            if pos:
+                line, col = pos
+    return GrammarError(f"lark: {msg}", line=line, column=col, text=text)
+
+
+def _terminal_dfa(name: str, regexp: str, text: str) -> Any:
+    from ..automata import regex_to_dfa
+
+    try:
+        return regex_to_dfa(regexp)
+    except GrammarError as e:
+        rewrite = _LOOKBEHIND_REWRITES.get(regexp)
+        if rewrite is not None:
+            return regex_to_dfa(rewrite)
+        pos = _find_definition(text, name) or (None, None)
+        raise GrammarError(f"terminal {name} (/{regexp}/) cannot be compiled: {e.message}",
+                           line=pos[0], column=pos[1], text=text) from None
+
+
+def lark_to_cfg(text: str, *, start: str = "start", source_path: str | None = None,
+                import_paths: Sequence[str] = ()) -> Any:
+    """Load ``text`` with lark and translate it to a validated :class:`~grammarmask.cfg.Cfg`."""
+    import lark
+    from lark.exceptions import LarkError
+
+    from ..cfg import Cfg, Rule, Terminal
+
+    if not isinstance(text, str):
+        raise GrammarError(f"Lark grammar text must be str, got {type(text).__name__}")
+    try:
+        parser = lark.Lark(text, parser="earley", lexer="dynamic", start=start,
+                           source_path=source_path, import_paths=list(import_paths))
+    except LarkError as e:
+        raise _lark_error(e, text) from None
+    except re.error as e:
+        raise GrammarError(f"lark: bad regular expression: {e}", text=text) from None
+    terms = {t.name: t for t in parser.terminals}
+    nts: dict[str, int] = {}
+    term_ids: dict[str, int] = {}
+    terminals: list[Terminal] = []
+
+    def nt(name: str) -> int:
+        return nts.setdefault(name, len(nts))
+
+    def term(name: str) -> int:
+        if name not in term_ids:
+            td = terms.get(name)
+            if td is None:
+                pos = _find_use(text, name) or (None, None)
+                raise GrammarError(
+                    f"terminal {name} has no definition (%declare): grammarmask cannot generate it",
+                    line=pos[0], column=pos[1], text=text)
+            term_ids[name] = len(terminals)
+            terminals.append(Terminal(name, _terminal_dfa(name, td.pattern.to_regexp(), text),
+                                      greedy=True, priority=int(td.priority)))
+        return term_ids[name]
+
+    start_id = nt(start)
+    rules = []
+    for r in parser.rules:
+        rhs = tuple(~term(s.name) if s.is_term else nt(s.name) for s in r.expansion)
+        rules.append(Rule(nt(r.origin.name), rhs, int(r.options.priority or 0)))
+    ignore = tuple(term(n) for n in parser.ignore_tokens)
+    positions = {n: p for n in nts if (p := _find_definition(text, n)) is not None}
+    names = [""] * len(nts)
+    for n, i in nts.items():
+        names[i] = n
+    cfg = Cfg(tuple(names), tuple(terminals), tuple(rules), start_id, ignore, positions, text)
+    return cfg.validated()
+
+
+class Lark(Grammar):
+    """A grammar in lark's syntax, meaning what ``lark.Lark(text).parse`` accepts.
+
+    Parameters
+    ----------
+    text
+        The grammar (``%import common.*`` and relative imports resolve like lark's).
+    start
+        The start rule.
+
+    Raises
+    ------
+    GrammarError
+        Syntax errors, undefined rules or terminals, ``%declare``d terminals, terminals whose regex is
+        not regular, an unproductive start rule (empty language): with line and column.
+    """
+
+    def __init__(self, text: str, *, start: str = "start", source_path: str | None = None,
+                 import_paths: Sequence[str] = ()) -> None:
+        self.text = text
+        self.start = start
+        self.source_path = source_path
+        self.import_paths = tuple(import_paths)
+        self.cfg = lark_to_cfg(text, start=start, source_path=source_path, import_paths=import_paths)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], *, start: str = "start") -> Lark:
+        """Load a ``.lark`` file; relative ``%import``s resolve against its folder."""
+        path = os.fspath(path)
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            raise GrammarError(f"cannot read grammar file {path!r}: {e.strerror}") from None
+        return cls(text, start=start, source_path=path, import_paths=[os.path.dirname(os.path.abspath(path))])
+
+    def __repr__(self) -> str:
+        return f"Lark(<{len(self.text)} chars>, start={self.start!r})"
+
+    def cache_key(self) -> Hashable | None:
+        return (self.text, self.start, self.source_path, self.import_paths)
+
+    def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
+        from ..cfg import CompiledCfg
+
+        return CompiledCfg(self.cfg, vocab)

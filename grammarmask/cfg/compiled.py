@@ -1,0 +1,191 @@
+"""The vocabulary-bound CFG: matcher states, token advance and exact token masks.
+
+A state is a tuple of *configurations*, one per way of cutting the output into lexemes that is still
+possible (lark's dynamic lexer is nondeterministic: ``select`` may be a keyword or a NAME). A
+configuration is ``(E, pend, shadows, fresh)``: the Earley set ``E`` after the lexemes closed so far
+(it holds the whole chart), the lexer state (see :mod:`.lexer`), and whether the output ends exactly
+at a lexeme boundary. Everything is immutable, so states are values: fork and rollback are free.
+
+Feeding a byte moves every pending lexeme's DFA; wherever one accepts, a configuration where the
+lexeme closes there is added (the parser advances over its terminal, and for a greedy terminal its DFA
+lives on as a shadow). Masks come from :mod:`.walk`: lexer-level walks cached per lexer state, asked
+to the parser once per close group.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..grammar import CompiledGrammar
+from ..vocab import Vocabulary
+from .earley import EarleyGrammar, EarleySet
+from .ir import Cfg
+from .lexer import LexerTables
+from .walk import Entry, TokenWalker
+
+__all__ = ["CompiledCfg"]
+
+Config = tuple[EarleySet, tuple[int, ...], tuple[int, ...], bool]
+State = tuple[Config, ...]
+Words = npt.NDArray[np.uint32]
+
+_ROOT_LIMIT = 4096
+_MASK_LIMIT = 1024
+
+
+class _Lru(OrderedDict[Any, Any]):
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+        self.lock = threading.Lock()
+
+    def get_(self, key: Any) -> Any:
+        with self.lock:
+            v = self.get(key)
+            if v is not None:
+                self.move_to_end(key)
+            return v
+
+    def put(self, key: Any, value: Any) -> None:
+        with self.lock:
+            self[key] = value
+            while len(self) > self.limit:
+                self.popitem(last=False)
+
+
+class CompiledCfg(CompiledGrammar):
+    """A :class:`~.ir.Cfg` bound to a vocabulary (see the module docstring for the state)."""
+
+    def __init__(self, cfg: Cfg, vocab: Vocabulary) -> None:
+        self.cfg = cfg
+        self.vocab = vocab
+        self.lex = LexerTables(cfg)
+        self.earley = EarleyGrammar(cfg)
+        self.walker = TokenWalker(self.lex, vocab.trie, vocab.n_words)
+        self._roots = _Lru(_ROOT_LIMIT)
+        self._masks = _Lru(_MASK_LIMIT)
+        self._root_nodes = np.zeros(1, dtype=np.int64)
+        e0 = self.earley.initial()
+        c0 = self._fresh(e0, ())
+        self._initial: State = (c0,) if c0 is not None else ()
+
+    # --- configurations ---------------------------------------------------------------------
+
+    def _pend_of(self, e: EarleySet) -> tuple[int, ...]:
+        pend = e.memo.get("pend")
+        if pend is None:
+            start = self.lex.start
+            pend = tuple(sorted({start[t] for t in e.allowed} | {start[t] for t in self.lex.ignore}))
+            e.memo["pend"] = pend
+        return pend  # type: ignore[return-value]
+
+    def _fresh(self, e: EarleySet, shadows: tuple[int, ...]) -> Config | None:
+        """The configuration at a boundary after ``e``, or None when no lexeme can start there."""
+        pend = self._pend_of(e)
+        if not e.accepting and not any(self.lex.can_finish(q, shadows, nonempty=False) for q in pend):
+            return None
+        return (e, pend, shadows, True)
+
+    def _close(self, e: EarleySet, q: int, shadows: tuple[int, ...]) -> Config | None:
+        """Close the lexeme in accepting DFA state ``q`` (shadows already stepped past it)."""
+        lex = self.lex
+        t = lex.term_list[q]
+        e2 = e if lex.is_ignore[t] else e.advance(t)
+        if e2 is None:
+            return None
+        if lex.greedy[t] and lex.reaccept[q]:
+            shadows = tuple(sorted({*shadows, q}))
+        return self._fresh(e2, shadows)
+
+    def _step(self, configs: State, byte: int) -> State:
+        lex = self.lex
+        rows, acc = lex.rows, lex.acc_list
+        out: dict[Config, None] = {}
+        for e, pend, shadows, _ in configs:
+            sh2 = lex.step_shadows(shadows, byte)
+            if sh2 is None:
+                continue
+            pend2 = tuple(sorted({rows[q][byte] for q in pend} - {0}))
+            if not pend2:
+                continue
+            if any(lex.can_finish(q, sh2, nonempty=True) for q in pend2):
+                out[(e, pend2, sh2, False)] = None
+            for q in pend2:
+                if acc[q]:
+                    c = self._close(e, q, sh2)
+                    if c is not None:
+                        out[c] = None
+        return tuple(out)
+
+    def feed(self, state: State, data: bytes) -> State:
+        """The state after ``data`` (empty when ``data`` leaves the language's prefixes)."""
+        for b in data:
+            state = self._step(state, b)
+            if not state:
+                break
+        return state
+
+    # --- CompiledGrammar ----------------------------------------------------------------------
+
+    def initial_state(self) -> State:
+        return self._initial
+
+    def advance_state(self, state: State, token_id: int) -> State | None:
+        tb = self.vocab.token_bytes
+        if not 0 <= token_id < len(tb) or not tb[token_id]:
+            return None
+        nxt = self.feed(state, tb[token_id])
+        return nxt or None
+
+    def is_accepting_state(self, state: State) -> bool:
+        return any(fresh and e.accepting for e, _, _, fresh in state)
+
+    def state_mask_words(self, state: State) -> Words:
+        hit = self._masks.get_(state)
+        if hit is not None:
+            return hit  # type: ignore[no-any-return]
+        words: Words | None = None
+        for e, pend, shadows, _ in state:
+            w = self._walk(e, self._root(pend, shadows))
+            words = w if words is None else words | w
+        if words is None:
+            words = self.walker.empty
+        self._masks.put(state, words)
+        return words
+
+    # --- masks ----------------------------------------------------------------------------------
+
+    def _root(self, pend: tuple[int, ...], shadows: tuple[int, ...]) -> Entry:
+        key = (pend, shadows)
+        ent = self._roots.get_(key)
+        if ent is None:
+            ent = self.walker.entry(pend, shadows, self._root_nodes)
+            self._roots.put(key, ent)
+        return ent  # type: ignore[no-any-return]
+
+    def _walk(self, e: EarleySet, ent: Entry) -> Words:
+        if not ent.groups:
+            return ent.inside
+        key = (e, ent)
+        hit = self._masks.get_(key)
+        if hit is not None:
+            return hit  # type: ignore[no-any-return]
+        words = ent.inside
+        for gi, (q, shadows, nodes, at_words) in enumerate(ent.groups):
+            c = self._close(e, q, shadows)
+            if c is None:
+                continue
+            e2, pend2, sh2, _ = c
+            ckey = (gi, pend2, sh2)
+            child = ent.children.get(ckey)
+            if child is None:
+                child = self.walker.entry(pend2, sh2, nodes)
+                ent.children[ckey] = child
+            words = words | at_words | self._walk(e2, child)
+        self._masks.put(key, words)
+        return words

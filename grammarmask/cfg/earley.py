@@ -1,0 +1,158 @@
+"""An incremental Earley recognizer over terminal ids with a persistent chart.
+
+Earley (1970), "An efficient context-free parsing algorithm", CACM 13(2); nullable symbols handled as
+in Aycock & Horspool (2002), "Practical Earley Parsing", The Computer Journal 45(6): when an item
+predicts a nullable nonterminal it is also advanced over it at once, so completions never have to look
+back into the set being built. Right recursion uses Leo (1991), "A general context-free parsing
+algorithm running in linear time on every LR(k) grammar without using lookahead", TCS 82(1): a
+complete item whose origin set has exactly one item waiting on its left-hand side, and that item
+becomes complete when advanced, completes the top of the deterministic reduction path directly
+(memoised per set and symbol as a "transitive item"), so long right-recursive outputs stay linear.
+
+Notation follows Earley: an item is ``(A -> alpha . beta, j)``, stored as ``(dot, j)`` where ``dot``
+numbers the dotted rules (LR(0) items). ``E_k`` (an :class:`EarleySet`) is immutable once built.
+``advance(t)`` builds ``E_{k+1}`` from ``E_k`` and terminal ``t`` and memoises it, so a state that holds
+one set holds the whole chart: fork and rollback are O(1). Sets keep their history in a shared,
+append-only list; a set built where a list already has another set copies the prefix (copy on write).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+from .ir import Cfg
+
+__all__ = ["EarleyGrammar", "EarleySet"]
+
+_lock = threading.Lock()
+
+
+class EarleyGrammar:
+    """The dotted-rule tables of a :class:`Cfg`, shared by all sets built from it."""
+
+    def __init__(self, cfg: Cfg) -> None:
+        self.cfg = cfg
+        nullable = cfg.nullable()
+        # Dotted rules: for rule r with n symbols, dots d = base[r] .. base[r] + n.
+        self.next_sym: list[int | None] = []
+        self.lhs: list[int] = []
+        self.rule_of: list[int] = []
+        starts: dict[int, list[int]] = {}
+        for ri, r in enumerate(cfg.rules):
+            base = len(self.next_sym)
+            starts.setdefault(r.lhs, []).append(base)
+            for d in range(len(r.rhs) + 1):
+                self.next_sym.append(r.rhs[d] if d < len(r.rhs) else None)
+                self.lhs.append(r.lhs)
+                self.rule_of.append(ri)
+        self.starts = starts
+        self.nullable = [i in nullable for i in range(len(cfg.nonterminals))]
+        self.start = cfg.start
+        self.n_terminals = len(cfg.terminals)
+
+    def initial(self) -> EarleySet:
+        """``E_0``: the predictions of the start symbol."""
+        kernel = [(d, 0) for d in self.starts.get(self.start, ())]
+        return EarleySet(self, 0, [], kernel)
+
+
+class EarleySet:
+    """``E_k``: an immutable Earley set with its chart. ``allowed`` is the set of terminals it can scan.
+
+    ``accepting`` is true when the terminals read so far form a sentence of the grammar.
+    """
+
+    __slots__ = ("g", "index", "chart", "items", "waiting", "scan", "allowed", "accepting",
+                 "_next", "_leo", "memo", "__weakref__")
+
+    def __init__(self, g: EarleyGrammar, index: int, chart: list[EarleySet],
+                 kernel: Iterable[tuple[int, int]]) -> None:
+        self.g = g
+        self.index = index
+        with _lock:
+            if len(chart) != index:
+                chart = chart[:index]
+            chart.append(self)
+        self.chart = chart
+        self._next: dict[int, EarleySet | None] = {}
+        self._leo: dict[int, tuple[int, int] | None] = {}
+        self.memo: dict[object, object] = {}
+        self._close(kernel)
+
+    def _close(self, kernel: Iterable[tuple[int, int]]) -> None:
+        g = self.g
+        next_sym, lhs, starts, nullable = g.next_sym, g.lhs, g.starts, g.nullable
+        k = self.index
+        chart = self.chart
+        items: set[tuple[int, int]] = set()
+        waiting: dict[int, list[tuple[int, int]]] = {}
+        scan: dict[int, list[tuple[int, int]]] = {}
+        predicted: set[int] = set()
+        agenda = list(kernel)
+        accepting = False
+        while agenda:
+            it = agenda.pop()
+            if it in items:
+                continue
+            items.add(it)
+            dot, origin = it
+            sym = next_sym[dot]
+            if sym is None:
+                x = lhs[dot]
+                if origin == k:
+                    continue  # nullable completion: handled by the Aycock-Horspool skip
+                if x == g.start and origin == 0:
+                    accepting = True
+                src = chart[origin]
+                leo = src._leo_item(x)
+                if leo is not None:
+                    agenda.append(leo)
+                    continue
+                for d2, o2 in src.waiting.get(x, ()):
+                    agenda.append((d2 + 1, o2))
+            elif sym >= 0:
+                waiting.setdefault(sym, []).append(it)
+                if sym not in predicted:
+                    predicted.add(sym)
+                    agenda.extend((d, k) for d in starts.get(sym, ()))
+                if nullable[sym]:
+                    agenda.append((dot + 1, origin))
+            else:
+                scan.setdefault(~sym, []).append(it)
+        self.items = items
+        self.waiting = waiting
+        self.scan = scan
+        self.allowed = frozenset(scan)
+        self.accepting = accepting or (k == 0 and g.nullable[g.start])
+
+    def _leo_item(self, x: int) -> tuple[int, int] | None:
+        """Leo's topmost complete item for completing ``x`` into this set, if the path is deterministic.
+
+        Only non-start, non-nullable items participate; the result is a complete item to add in place of
+        the whole chain of completions (intermediate items are skipped: a recognizer never needs them).
+        """
+        if x in self._leo:
+            return self._leo[x]
+        result: tuple[int, int] | None = None
+        w = self.waiting.get(x, ())
+        if len(w) == 1:
+            d, o = w[0]
+            g = self.g
+            if g.next_sym[d + 1] is None and o != self.index and not (g.lhs[d] == g.start and o == 0):
+                up = self.chart[o]._leo_item(g.lhs[d])
+                result = up if up is not None else (d + 1, o)
+        self._leo[x] = result
+        return result
+
+    def advance(self, t: int) -> EarleySet | None:
+        """``E_{k+1}`` after terminal ``t``, or None if no item scans ``t`` (memoised)."""
+        try:
+            return self._next[t]
+        except KeyError:
+            pass
+        src = self.scan.get(t)
+        nxt = None if src is None else EarleySet(self.g, self.index + 1, self.chart,
+                                                  [(d + 1, o) for d, o in src])
+        self._next[t] = nxt
+        return nxt

@@ -1,0 +1,119 @@
+"""The grammar IR every context-free front end produces: rules over terminals and nonterminals.
+
+Symbols are ints: a nonterminal is ``n >= 0`` (an index into ``Cfg.nonterminals``), a terminal is
+``~t < 0`` (``t`` indexes ``Cfg.terminals``). Terminals are byte DFAs (``grammarmask.automata.DFA``:
+state 0 dead, trimmed). A *greedy* terminal follows lark's dynamic lexer: a lexeme ends only where the
+terminal cannot match a longer prefix of the rest of the text. A non-greedy terminal (used for GBNF's
+scannerless semantics) may end at any accepting point. Ignore terminals (``%ignore``) may sit between
+any two lexemes. Priorities are kept for reference; they choose among parse trees, not strings, so
+recognition ignores them.
+
+:func:`Cfg.validated` checks the grammar: undefined/unproductive symbols, an empty language.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import GrammarError
+
+__all__ = ["Cfg", "Rule", "Terminal"]
+
+
+@dataclass(frozen=True)
+class Terminal:
+    """A terminal: ``name``, its byte ``dfa``, whether it is ``greedy`` and its lark ``priority``."""
+
+    name: str
+    dfa: Any
+    greedy: bool = True
+    priority: int = 0
+
+
+@dataclass(frozen=True)
+class Rule:
+    """``lhs -> rhs``: ``lhs`` a nonterminal index, ``rhs`` symbols (``n >= 0`` rule, ``~t`` terminal)."""
+
+    lhs: int
+    rhs: tuple[int, ...]
+    priority: int = 0
+
+
+@dataclass(frozen=True)
+class Cfg:
+    """A context-free grammar over byte-DFA terminals.
+
+    ``positions`` maps a nonterminal name to the (line, column) where it is defined, for errors.
+    """
+
+    nonterminals: tuple[str, ...]
+    terminals: tuple[Terminal, ...]
+    rules: tuple[Rule, ...]
+    start: int
+    ignore: tuple[int, ...] = ()
+    positions: dict[str, tuple[int, int]] = field(default_factory=dict, compare=False, hash=False)
+    source: str | None = field(default=None, compare=False, hash=False)
+
+    def productive(self) -> set[int]:
+        """Nonterminals that derive at least one terminal string."""
+        done: set[int] = set()
+        changed = True
+        while changed:
+            changed = False
+            for r in self.rules:
+                if r.lhs not in done and all(s < 0 or s in done for s in r.rhs):
+                    done.add(r.lhs)
+                    changed = True
+        return done
+
+    def nullable(self) -> set[int]:
+        """Nonterminals that derive the empty string (terminals never match it)."""
+        done: set[int] = set()
+        changed = True
+        while changed:
+            changed = False
+            for r in self.rules:
+                if r.lhs not in done and all(s >= 0 and s in done for s in r.rhs):
+                    done.add(r.lhs)
+                    changed = True
+        return done
+
+    def _error(self, message: str, name: str) -> GrammarError:
+        line, col = self.positions.get(name, (None, None))
+        return GrammarError(message, line=line, column=col, text=self.source)
+
+    def validated(self) -> Cfg:
+        """This grammar with unproductive and unreachable rules removed.
+
+        Raises
+        ------
+        GrammarError
+            The start symbol is unproductive (the language is empty), or a terminal's DFA accepts
+            nothing.
+        """
+        for t in self.terminals:
+            if not bool(t.dfa.accepting.any()):
+                raise GrammarError(f"terminal {t.name} matches nothing")
+        prod = self.productive()
+        start_name = self.nonterminals[self.start]
+        if self.start not in prod:
+            raise self._error(
+                f"the start rule {start_name!r} derives no finite string (unproductive: the language is "
+                "empty)", start_name)
+        rules = [r for r in self.rules if r.lhs in prod and all(s < 0 or s in prod for s in r.rhs)]
+        reach = {self.start}
+        stack = [self.start]
+        by_lhs: dict[int, list[Rule]] = {}
+        for r in rules:
+            by_lhs.setdefault(r.lhs, []).append(r)
+        while stack:
+            n = stack.pop()
+            for r in by_lhs.get(n, ()):
+                for s in r.rhs:
+                    if s >= 0 and s not in reach:
+                        reach.add(s)
+                        stack.append(s)
+        rules = [r for r in rules if r.lhs in reach]
+        return Cfg(self.nonterminals, self.terminals, tuple(rules), self.start, self.ignore,
+                   self.positions, self.source)
