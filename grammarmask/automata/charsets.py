@@ -7,7 +7,7 @@ sets agree with ``re.fullmatch`` by construction rather than by re-implementing 
 
 from __future__ import annotations
 
-import _sre  # type: ignore[import-not-found]
+import _sre
 import bisect
 import functools
 import re

@@ -196,7 +196,7 @@ def _ranges(lo: npt.NDArray[np.intp], hi: npt.NDArray[np.intp]) -> npt.NDArray[n
     if total == 0:
         return np.zeros(0, dtype=np.intp)
     starts = np.repeat(lo - np.cumsum(lens) + lens, lens)
-    return starts + np.arange(total)
+    return starts + np.arange(total)  # type: ignore[no-any-return]
 
 
 def minimize(dfa: DFA) -> DFA:

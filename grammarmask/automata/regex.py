@@ -26,6 +26,7 @@ from .charsets import (
 )
 from .dfa import DFA
 from .nfa import A_BEGIN, A_BOL, A_DOLLAR, A_END, A_EOL, NFA, determinize
+from .ops import from_strings
 from .utf8 import MAX_CODEPOINT, utf8_sequences
 
 __all__ = ["DEFAULT_MAX_STATES", "regex_to_dfa"]
@@ -71,10 +72,64 @@ def regex_to_dfa(pattern: str, flags: int = 0, *, max_states: int = DEFAULT_MAX_
 @functools.lru_cache(maxsize=128)
 def _cached(pattern: str, flags: int, max_states: int) -> DFA:
     tree = parse(pattern, flags)
+    flags = int(tree.state.flags) | int(flags)
+    if not flags & re.IGNORECASE:
+        strings = _literal_set(tree, 0)
+        if strings is not None:  # fast path: a finite set of literals (e.g. a label alternation)
+            dfa = from_strings(x.encode("utf-8", "surrogatepass") for x in strings)
+            if dfa.n_states > max_states + 1:
+                raise GrammarError(
+                    f"pattern too complex: its DFA needs more than {max_states} states "
+                    "(raise max_states, or simplify the pattern)"
+                )
+            return dfa
     nfa = NFA(max_states=max(100_000, 50 * max_states))
     start, final = nfa.new_state(), nfa.new_state()
-    _Builder(nfa, pattern).build(tree, tree.state.flags | flags, start, final)
+    _Builder(nfa, pattern).build(tree, flags, start, final)
     return determinize(nfa, start, final, max_states=max_states)
+
+
+_LITERAL_SET_LIMIT = 100_000
+
+
+def _literal_set(seq: Any, depth: int) -> set[str] | None:
+    """The finite set of strings a parse-tree sequence of literals, classes of literals, groups and
+    alternations matches, or None if it uses anything else (or is too large)."""
+    parts: list[set[str]] = []
+    run: list[str] = []
+    for op, av in seq:
+        if op is C.LITERAL:
+            run.append(chr(av))
+            continue
+        if op is C.IN and all(o is C.LITERAL for o, _ in av):
+            alts: set[str] | None = {chr(c) for _, c in av}
+        elif op is C.SUBPATTERN and not av[1] and not av[2] and depth < 50:
+            alts = _literal_set(av[3], depth + 1)
+        elif op is C.BRANCH and depth < 50:
+            alts = set()
+            for alt in av[1]:
+                sub = _literal_set(alt, depth + 1)
+                if sub is None:
+                    return None
+                alts |= sub
+        else:
+            return None
+        if alts is None:
+            return None
+        if run:
+            parts.append({"".join(run)})
+            run = []
+        parts.append(alts)
+    if run:
+        parts.append({"".join(run)})
+    out = {""}
+    for alts in parts:
+        if len(out) * len(alts) > _LITERAL_SET_LIMIT:
+            return None
+        out = {a + b for a in out for b in alts}
+    if any(0xD800 <= ord(ch) <= 0xDFFF for x in out for ch in x):
+        return None  # lone surrogates have no UTF-8 encoding; leave them to the general path
+    return out
 
 
 def parse(pattern: str, flags: int = 0) -> Any:
@@ -226,6 +281,8 @@ def _charset(op: Any, av: Any, flags: int) -> RangeSet:
         if flags & re.DOTALL:
             return ((0, MAX_CODEPOINT),)
         return ((0, 9), (11, MAX_CODEPOINT))
+    if op is C.LITERAL and not flags & re.IGNORECASE:
+        return ((av, av),)
     items = [(C.LITERAL, av)] if op in (C.LITERAL, C.NOT_LITERAL) else list(av)
     return _class_set(tuple(items), op is C.NOT_LITERAL, flags & (re.IGNORECASE | re.ASCII))
 

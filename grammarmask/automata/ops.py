@@ -1,0 +1,183 @@
+"""Combinators on byte DFAs: literals, string sets, intersection, union, concatenation.
+
+Every function returns a trimmed, minimal :class:`~.dfa.DFA` (dead state 0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import numpy as np
+import numpy.typing as npt
+
+from ..errors import GrammarError
+from .dfa import DFA, column_classes, minimize, row_ids
+from .nfa import NFA, determinize
+
+__all__ = ["DEFAULT_PRODUCT_STATES", "concat", "empty_dfa", "from_strings", "literal_dfa", "product", "union"]
+
+DEFAULT_PRODUCT_STATES = 100_000
+
+
+def empty_dfa() -> DFA:
+    """The DFA of the empty language (only the dead state)."""
+    return DFA(np.zeros((1, 256), np.int32), np.zeros(1, np.bool_), 0)
+
+
+def literal_dfa(data: bytes) -> DFA:
+    """The DFA accepting exactly ``data``."""
+    return from_strings([data])
+
+
+def from_strings(strings: Iterable[bytes]) -> DFA:
+    """The minimal DFA of a finite set of byte strings (a trie, then suffixes merged)."""
+    uniq = sorted({bytes(s) for s in strings})
+    if not uniq:
+        return empty_dfa()
+    # trie in Python dicts: total work is the total length of the strings
+    children: list[dict[int, int]] = [{}, {}]
+    final = [False, False]
+    for s in uniq:
+        node = 1
+        for b in s:
+            nxt = children[node].get(b)
+            if nxt is None:
+                nxt = len(children)
+                children[node][b] = nxt
+                children.append({})
+                final.append(False)
+            node = nxt
+        final[node] = True
+    n = len(children)
+    src = [i for i in range(n) for _ in children[i]]
+    byt = [b for i in range(n) for b in children[i]]
+    dst = [t for i in range(n) for t in children[i].values()]
+    table = np.zeros((n, 256), dtype=np.int32)
+    table[np.array(src, dtype=np.intp), np.array(byt, dtype=np.intp)] = np.array(dst, dtype=np.int32)
+    # children have larger ids than parents: heights in one reverse pass
+    height = [0] * n
+    for s_, d_ in zip(reversed(src), reversed(dst), strict=True):
+        if height[d_] + 1 > height[s_]:
+            height[s_] = height[d_] + 1
+    return _minimize_acyclic(table, np.array(final, dtype=np.bool_), np.array(height, dtype=np.int64))
+
+
+def _minimize_acyclic(
+    table: npt.NDArray[np.int32], final: npt.NDArray[np.bool_], height: npt.NDArray[np.int64]
+) -> DFA:
+    """Minimise a trimmed acyclic DFA (start 1, dead 0) level by level of height (Revuz 1992):
+    equivalent states have equal heights, and a state's class depends only on lower levels."""
+    classes, _ = column_classes(table)
+    reps = np.zeros(int(classes.max()) + 1, dtype=np.intp)
+    reps[classes[::-1]] = np.arange(255, -1, -1)
+    red = table[:, reps]
+    n = table.shape[0]
+    cls_of = np.zeros(n, dtype=np.int64)  # dead state keeps class 0
+    order = np.argsort(height[1:], kind="stable") + 1
+    hs = height[order]
+    bounds = np.flatnonzero(np.diff(hs)) + 1
+    next_id = 1
+    for group in np.split(order, bounds):
+        sig = np.concatenate([final[group, None].astype(np.int64), cls_of[red[group]]], axis=1)
+        ids = row_ids(sig)
+        cls_of[group] = next_id + ids
+        next_id += int(ids.max()) + 1
+    # renumber so the start state is 1 (cosmetic), dead stays 0
+    first = np.full(next_id, -1, dtype=np.int64)
+    first[cls_of[::-1]] = np.arange(n - 1, -1, -1)
+    rep_states = first[1:]
+    new_t = np.zeros((next_id, 256), dtype=np.int32)
+    new_t[1:] = cls_of[table[rep_states]]
+    new_acc = np.zeros(next_id, dtype=np.bool_)
+    new_acc[1:] = final[rep_states]
+    return DFA(new_t, new_acc, int(cls_of[1]))
+
+
+def _joint_classes(a: DFA, b: DFA) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """Byte classes refining both DFAs' classes: (class of each byte, a representative byte per class)."""
+    ca, _ = a.byte_classes()
+    cb, _ = b.byte_classes()
+    key = ca.astype(np.int64) * 256 + cb
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return inverse.reshape(-1).astype(np.intp), first.astype(np.intp)
+
+
+def _pair_dfa(a: DFA, b: DFA, accept: Callable[[bool, bool], bool], keep_half_dead: bool, limit: int) -> DFA:
+    classes, reps = _joint_classes(a, b)
+    ta = a.transitions[:, reps].astype(np.int64)
+    tb = b.transitions[:, reps].astype(np.int64)
+    nb = b.n_states
+    start = a.start * nb + b.start
+    if start == 0 or (not keep_half_dead and (a.start == 0 or b.start == 0)):
+        return empty_dfa()
+    ids: dict[int, int] = {0: 0, start: 1}
+    codes_by_id = [0, start]
+    rows: list[npt.NDArray[np.int64]] = [np.zeros((1, len(reps)), np.int64)]
+    frontier = np.array([start], dtype=np.int64)
+    while frontier.size:
+        nx = ta[frontier // nb]
+        ny = tb[frontier % nb]
+        nxt = nx * nb + ny
+        if not keep_half_dead:
+            nxt[(nx == 0) | (ny == 0)] = 0
+        new = []
+        for c in np.unique(nxt).tolist():
+            if c not in ids:
+                ids[c] = len(codes_by_id)
+                codes_by_id.append(c)
+                new.append(c)
+        if len(codes_by_id) > limit:
+            raise GrammarError(f"automaton product too large: more than {limit} states")
+        rows.append(nxt)
+        frontier = np.array(new, dtype=np.int64)
+    codes = np.array(codes_by_id, dtype=np.int64)
+    order = np.argsort(codes)
+    sorted_codes = codes[order]
+    all_rows = np.concatenate(rows, axis=0)  # rows are in id order (BFS appends in id order)
+    red = order[np.searchsorted(sorted_codes, all_rows)].astype(np.int32)
+    acc_a, acc_b = a.accepting, b.accepting
+    acc = np.array([accept(bool(acc_a[c // nb]), bool(acc_b[c % nb])) for c in codes_by_id])
+    acc[0] = False
+    table = red[:, classes]
+    return minimize(DFA(table, acc, 1))
+
+
+def product(a: DFA, b: DFA, *, max_states: int = DEFAULT_PRODUCT_STATES) -> DFA:
+    """The intersection ``L(a) & L(b)`` (exact; the result never dead-ends, being trimmed)."""
+    return _pair_dfa(a, b, lambda x, y: x and y, False, max_states)
+
+
+def union(a: DFA, b: DFA, *, max_states: int = DEFAULT_PRODUCT_STATES) -> DFA:
+    """The union ``L(a) | L(b)``."""
+    return _pair_dfa(a, b, lambda x, y: x or y, True, max_states)
+
+
+def add_dfa_to_nfa(nfa: NFA, dfa: DFA, start: int, end: int) -> None:
+    """Embed ``dfa`` into ``nfa`` between ``start`` and ``end`` (epsilon in, epsilon out)."""
+    if dfa.start == 0:
+        return
+    base = [0] * dfa.n_states
+    for s in range(1, dfa.n_states):
+        base[s] = nfa.new_state()
+    nfa.add_eps(start, base[dfa.start])
+    t = dfa.transitions
+    for s in range(1, dfa.n_states):
+        row = t[s]
+        cuts = np.flatnonzero(np.diff(row)) + 1
+        los = np.concatenate([[0], cuts])
+        his = np.concatenate([cuts - 1, [255]])
+        for lo, hi in zip(los.tolist(), his.tolist(), strict=True):
+            tgt = int(row[lo])
+            if tgt:
+                nfa.add_range(base[s], lo, hi, base[tgt])
+        if dfa.accepting[s]:
+            nfa.add_eps(base[s], end)
+
+
+def concat(a: DFA, b: DFA, *, max_states: int = DEFAULT_PRODUCT_STATES) -> DFA:
+    """The concatenation ``L(a) L(b)``."""
+    nfa = NFA()
+    start, mid, end = nfa.new_state(), nfa.new_state(), nfa.new_state()
+    add_dfa_to_nfa(nfa, a, start, mid)
+    add_dfa_to_nfa(nfa, b, mid, end)
+    return determinize(nfa, start, end, max_states=max_states)

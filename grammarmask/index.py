@@ -1,0 +1,299 @@
+"""The token index of a byte DFA: per DFA state, which tokens are legal and where they lead.
+
+A token is legal in DFA state ``s`` iff reading its bytes from ``s`` never reaches the dead state 0
+(DFAs are trimmed, so a live state always has a completion: DESIGN §1's exact mask).
+
+Speed (DESIGN §5). Bytes with identical DFA columns are interchangeable, so every token is reduced
+to its sequence of byte *classes*, and the vocabulary trie to a *class trie* whose nodes are the
+distinct class-sequence prefixes (for a JSON-string-body DFA, 131k tekken tokens collapse to a few
+thousand). Walking the class trie level by level with the reduced transition table is vectorised
+over all live nodes, prunes dead branches, and can run for many DFA states at once. Results are
+scattered back to tokens through a CSR map ``class node -> token ids``.
+
+Small automata are indexed eagerly at construction (every state in one batched walk); large ones
+state by state on first visit. Mask words are cached with an LRU bound.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from .automata import DFA
+from .vocab import Vocabulary
+
+__all__ = ["ClassTrie", "DfaTokenIndex"]
+
+I32 = npt.NDArray[np.int32]
+I64 = npt.NDArray[np.int64]
+Words = npt.NDArray[np.uint32]
+
+EAGER_STATES = 16384  # try to index every state at construction up to this many (within PAIR_BUDGET)
+PAIR_BUDGET = 3_000_000  # max (state, class node) pairs in one batched walk
+NARROW_FRACTION = 32  # a state with more than V / this legal tokens is "broad"
+BROAD_EAGER = 64  # at most this many broad states are packed at construction
+
+
+@dataclass(frozen=True, eq=False)
+class ClassTrie:
+    """The vocabulary trie with bytes replaced by byte classes, duplicates merged.
+
+    Node 0 is the root. ``cls[n]`` is the class on the edge into node ``n``; the children of ``n``
+    are ``ch_lo[n]:ch_hi[n]``; the tokens whose class sequence is node ``n``'s path are
+    ``tok_ids[tok_ptr[n]:tok_ptr[n+1]]``; ``tok_node[t]`` is token ``t``'s node, or
+    ``n_nodes`` (a sentinel that is never live) for special, empty and padding ids.
+    """
+
+    cls: I32
+    ch_lo: I64
+    ch_hi: I64
+    tok_ptr: I64
+    tok_ids: I32
+    tok_count: I64
+    tok_node: I64
+
+    @property
+    def n_nodes(self) -> int:
+        return int(self.cls.shape[0])
+
+    @classmethod
+    def build(cls, vocab: Vocabulary, classes: npt.NDArray[np.integer], k: int) -> ClassTrie:
+        """Collapse ``vocab.trie`` under the byte-class map ``classes`` (``k`` classes)."""
+        trie = vocab.trie
+        n_trie = trie.n_nodes
+        cn = np.zeros(n_trie, dtype=np.int64)
+        byte_cls = np.asarray(classes, dtype=np.int64)[trie.byte.astype(np.intp)]
+        cls_parts = [np.zeros(1, np.int64)]
+        par_parts = [np.full(1, -1, np.int64)]
+        next_id = 1
+        levels = trie.level_lo
+        for d in range(1, len(levels) - 1):
+            lo, hi = int(levels[d]), int(levels[d + 1])
+            if lo == hi:
+                break
+            prev_lo = next_id - int(par_parts[-1].size)
+            key = (cn[trie.parent[lo:hi]] - prev_lo) * k + byte_cls[lo:hi]
+            span = int(par_parts[-1].size) * k
+            if span <= 16 * (hi - lo) + 4096:  # dense dedupe, no sort
+                present = np.zeros(span, dtype=np.bool_)
+                present[key] = True
+                uniq = np.flatnonzero(present)
+                rank = np.cumsum(present) - 1
+                inverse = rank[key]
+            else:
+                uniq, inverse = np.unique(key, return_inverse=True)
+                inverse = inverse.reshape(-1)
+            cn[lo:hi] = next_id + inverse
+            cls_parts.append(uniq % k)
+            par_parts.append(uniq // k + prev_lo)
+            next_id += uniq.size
+        c_cls = np.concatenate(cls_parts).astype(np.int32)
+        c_par = np.concatenate(par_parts)
+        ids = np.arange(next_id)
+        # parents are non-decreasing in id order (each level is sorted by (parent, class))
+        ch_lo = np.searchsorted(c_par[1:], ids, side="left") + 1
+        ch_hi = np.searchsorted(c_par[1:], ids, side="right") + 1
+        counts = (trie.tok_hi - trie.tok_lo).astype(np.int64)
+        entry_cn = np.repeat(cn, counts)
+        order = np.argsort(entry_cn, kind="stable")
+        tok_ids = trie.tokens.astype(np.int64)[order]  # trie.tokens is grouped by node, in node order
+        entry_sorted = entry_cn[order]
+        tok_ptr = np.searchsorted(entry_sorted, np.arange(next_id + 1))
+        tok_node = np.full(max(vocab.size, len(vocab.token_bytes)), next_id, dtype=np.int64)
+        tok_node[tok_ids] = np.repeat(ids, np.diff(tok_ptr))
+        return cls(c_cls, ch_lo, ch_hi, tok_ptr, tok_ids.astype(np.int32), np.diff(tok_ptr), tok_node)
+
+
+_TRIE_CACHE: weakref.WeakKeyDictionary[Vocabulary, OrderedDict[bytes, ClassTrie]] = (
+    weakref.WeakKeyDictionary()
+)
+_TRIE_LOCK = threading.Lock()
+_TRIE_CACHE_SIZE = 16
+
+
+def class_trie(vocab: Vocabulary, classes: npt.NDArray[np.integer], k: int) -> ClassTrie:
+    """The :class:`ClassTrie` for ``vocab`` under ``classes`` (cached per vocabulary, LRU)."""
+    key = np.asarray(classes, dtype=np.int16).tobytes()
+    with _TRIE_LOCK:
+        per_vocab = _TRIE_CACHE.setdefault(vocab, OrderedDict())
+        hit = per_vocab.get(key)
+        if hit is not None:
+            per_vocab.move_to_end(key)
+            return hit
+    built = ClassTrie.build(vocab, classes, k)
+    with _TRIE_LOCK:
+        per_vocab[key] = built
+        while len(per_vocab) > _TRIE_CACHE_SIZE:
+            per_vocab.popitem(last=False)
+    return built
+
+
+def _ranges(lo: I64, hi: I64) -> I64:
+    lens = hi - lo
+    total = int(lens.sum())
+    starts = np.repeat(lo - (np.cumsum(lens) - lens), lens)
+    return starts + np.arange(total)  # type: ignore[no-any-return]
+
+
+class _BudgetExceeded(Exception):
+    pass
+
+
+class DfaTokenIndex:
+    """Legal tokens and next states of a byte :class:`DFA` over a :class:`Vocabulary`.
+
+    ``mask_words(state)`` gives packed uint32 words (bit ``t % 32`` of word ``t // 32``) of the
+    normal tokens legal in ``state`` (never EOS, specials or padding); ``next_state(state, t)``
+    the DFA state after token ``t`` (0 when illegal). Thread-safe; the returned arrays are shared
+    and must not be mutated.
+    """
+
+    def __init__(self, vocab: Vocabulary, dfa: DFA, *, cache_size: int = 1024) -> None:
+        self.vocab = vocab
+        self.dfa = dfa
+        classes, k = dfa.byte_classes()
+        reps = np.zeros(k, dtype=np.intp)
+        reps[classes[::-1]] = np.arange(255, -1, -1)
+        self._red = np.ascontiguousarray(dfa.transitions[:, reps]).astype(np.int64)
+        self._trie = class_trie(vocab, classes, k)
+        self._n_words = vocab.n_words
+        self._size = vocab.size
+        self._tb = vocab.token_bytes
+        self._special = vocab.special_ids
+        self._cache: OrderedDict[int, Words] = OrderedDict()
+        self._cache_size = cache_size
+        self._sparse: dict[int, tuple[I64, Words]] = {}
+        self._lock = threading.Lock()
+        self._zeros = np.zeros(self._n_words, dtype=np.uint32)
+        self._zeros.setflags(write=False)
+        n = dfa.n_states
+        if 1 < n <= EAGER_STATES:
+            try:
+                self._eager(np.arange(1, n, dtype=np.int64))
+            except _BudgetExceeded:
+                self._sparse.clear()
+
+    # -- public -------------------------------------------------------------------------------
+
+    def mask_words(self, state: int) -> Words:
+        """Packed words of the tokens legal in ``state`` (shared array: do not mutate)."""
+        hit = self._cache.get(state)
+        if hit is not None:
+            return hit
+        if state == 0:
+            return self._zeros
+        sp = self._sparse.get(state)
+        if sp is not None:
+            words = np.zeros(self._n_words, dtype=np.uint32)
+            words[sp[0]] = sp[1]
+        else:
+            words = self._compute(state)
+        words.setflags(write=False)
+        with self._lock:
+            self._cache[state] = words
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return words
+
+    def next_state(self, state: int, token_id: int) -> int:
+        """The DFA state after ``token_id`` from ``state``; 0 if the token is illegal there."""
+        if not 0 <= token_id < len(self._tb) or token_id in self._special:
+            return 0
+        data = self._tb[token_id]
+        if not data:
+            return 0
+        return self.dfa.run(state, data)
+
+    # -- walks --------------------------------------------------------------------------------
+
+    def _walk(self, states: I64) -> tuple[I64, I64]:
+        """Live ``(state index, class node)`` pairs whose node has tokens, for all ``states``."""
+        tr, red = self._trie, self._red
+        root_kids = np.arange(int(tr.ch_lo[0]), int(tr.ch_hi[0]), dtype=np.int64)
+        m = states.size
+        p_s = np.repeat(np.arange(m, dtype=np.int64), root_kids.size)
+        p_c = np.tile(root_kids, m)
+        p_st = red[states[p_s], tr.cls[p_c]]
+        out_s: list[I64] = []
+        out_c: list[I64] = []
+        total = 0
+        while p_s.size:
+            live = p_st != 0
+            p_s, p_c, p_st = p_s[live], p_c[live], p_st[live]
+            has_tok = tr.tok_count[p_c] > 0
+            out_s.append(p_s[has_tok])
+            out_c.append(p_c[has_tok])
+            total += p_s.size
+            if total > PAIR_BUDGET:
+                raise _BudgetExceeded
+            lo, hi = tr.ch_lo[p_c], tr.ch_hi[p_c]
+            nkids = hi - lo
+            kids = _ranges(lo, hi)
+            rep = np.repeat(np.arange(p_s.size), nkids)
+            p_s, p_c = p_s[rep], kids
+            p_st = red[p_st[rep], tr.cls[kids]]
+        return np.concatenate(out_s), np.concatenate(out_c)
+
+    def _eager(self, states: I64) -> None:
+        tr = self._trie
+        ps, pc = self._walk(states)
+        m = states.size
+        counts = np.bincount(ps, weights=tr.tok_count[pc], minlength=m)
+        broad = counts > len(self._tb) // NARROW_FRACTION
+        narrow_pair = ~broad[ps]
+        self._sparse_words(states, ps[narrow_pair], pc[narrow_pair])
+        for i in np.flatnonzero(broad)[:BROAD_EAGER].tolist():
+            sel = ps == i
+            words = self._pack(pc[sel])
+            words.setflags(write=False)
+            self._cache[int(states[i])] = words
+
+    def _sparse_words(self, states: I64, ps: I64, pc: I64) -> None:
+        """Store (word index, word) pairs per state for the narrow states, all at once."""
+        tr = self._trie
+        lens = tr.tok_count[pc]
+        ids = tr.tok_ids[_ranges(tr.tok_ptr[pc], tr.tok_ptr[pc] + lens)].astype(np.int64)
+        st = np.repeat(ps, lens)
+        key = st * (self._n_words + 1) + (ids >> 5)
+        order = np.argsort(key, kind="stable")
+        key, ids = key[order], ids[order]
+        bits = (np.uint32(1) << (ids & 31).astype(np.uint32)).astype(np.uint32)
+        if key.size == 0:
+            return
+        starts = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
+        vals = np.bitwise_or.reduceat(bits, starts)
+        gkey = key[starts]
+        gstate = gkey // (self._n_words + 1)
+        gword = gkey % (self._n_words + 1)
+        bounds = np.searchsorted(gstate, np.arange(states.size + 1))
+        for i in range(states.size):
+            a, b = int(bounds[i]), int(bounds[i + 1])
+            if a < b:
+                self._sparse[int(states[i])] = (gword[a:b], vals[a:b])
+            else:
+                self._sparse[int(states[i])] = (gword[:0], vals[:0])
+
+    def _pack(self, live_nodes: I64) -> Words:
+        tr = self._trie
+        alive = np.zeros(tr.n_nodes + 1, dtype=np.bool_)
+        alive[live_nodes] = True
+        legal = np.zeros(self._n_words * 32, dtype=np.bool_)
+        legal[: tr.tok_node.size] = alive[tr.tok_node]
+        return np.packbits(legal, bitorder="little").view("<u4").astype(np.uint32)
+
+    def _compute(self, state: int) -> Words:
+        tr = self._trie
+        _, pc = self._walk(np.array([state], dtype=np.int64))
+        n_legal = int(tr.tok_count[pc].sum())
+        if n_legal > len(self._tb) // NARROW_FRACTION:
+            return self._pack(pc)
+        lens = tr.tok_count[pc]
+        ids = tr.tok_ids[_ranges(tr.tok_ptr[pc], tr.tok_ptr[pc] + lens)].astype(np.int64)
+        words = np.zeros(self._n_words, dtype=np.uint32)
+        np.bitwise_or.at(words, ids >> 5, (np.uint32(1) << (ids & 31).astype(np.uint32)).astype(np.uint32))
+        return words
