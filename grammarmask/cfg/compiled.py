@@ -146,7 +146,8 @@ class CompiledCfg(CompiledGrammar):
         return any(fresh and e.accepting for e, _, _, fresh in state)
 
     def state_mask_words(self, state: State) -> Words:
-        hit = self._masks.get_(state)
+        skey = tuple((e.sig, pend, sh, fr) for e, pend, sh, fr in state)
+        hit = self._masks.get_(skey)
         if hit is not None:
             return hit  # type: ignore[no-any-return]
         words: Words | None = None
@@ -155,7 +156,7 @@ class CompiledCfg(CompiledGrammar):
             words = w if words is None else words | w
         if words is None:
             words = self.walker.empty
-        self._masks.put(state, words)
+        self._masks.put(skey, words)
         return words
 
     # --- masks ----------------------------------------------------------------------------------
@@ -171,7 +172,7 @@ class CompiledCfg(CompiledGrammar):
     def _walk(self, e: EarleySet, ent: Entry) -> Words:
         if not ent.groups:
             return ent.inside
-        key = (e, ent)
+        key = (e.sig, ent)
         hit = self._masks.get_(key)
         if hit is not None:
             return hit  # type: ignore[no-any-return]

@@ -26,6 +26,7 @@ from .ir import Cfg
 __all__ = ["EarleyGrammar", "EarleySet"]
 
 _lock = threading.Lock()
+_SIG_LIMIT = 200_000
 
 
 class EarleyGrammar:
@@ -50,6 +51,20 @@ class EarleyGrammar:
         self.nullable = [i in nullable for i in range(len(cfg.nonterminals))]
         self.start = cfg.start
         self.n_terminals = len(cfg.terminals)
+        self._sigs: dict[frozenset[tuple[int, int]], int] = {}
+        self._sig_lock = threading.Lock()
+        self._next_sig = 0
+
+    def intern(self, key: frozenset[tuple[int, int]]) -> int:
+        """A small int naming ``key``; equal keys get equal ids (ids are never reused)."""
+        with self._sig_lock:
+            sid = self._sigs.get(key)
+            if sid is None:
+                if len(self._sigs) >= _SIG_LIMIT:
+                    self._sigs.clear()
+                sid = self._sigs[key] = self._next_sig
+                self._next_sig += 1
+            return sid
 
     def initial(self) -> EarleySet:
         """``E_0``: the predictions of the start symbol."""
@@ -64,7 +79,7 @@ class EarleySet:
     """
 
     __slots__ = ("g", "index", "chart", "items", "waiting", "scan", "allowed", "accepting",
-                 "_next", "_leo", "memo", "__weakref__")
+                 "_next", "_leo", "memo", "_sig", "__weakref__")
 
     def __init__(self, g: EarleyGrammar, index: int, chart: list[EarleySet],
                  kernel: Iterable[tuple[int, int]]) -> None:
@@ -78,6 +93,7 @@ class EarleySet:
         self._next: dict[int, EarleySet | None] = {}
         self._leo: dict[int, tuple[int, int] | None] = {}
         self.memo: dict[object, object] = {}
+        self._sig: int | None = None
         self._close(kernel)
 
     def _close(self, kernel: Iterable[tuple[int, int]]) -> None:
@@ -144,6 +160,18 @@ class EarleySet:
                 result = up if up is not None else (d + 1, o)
         self._leo[x] = result
         return result
+
+    @property
+    def sig(self) -> int:
+        """A structural name: sets with equal ``sig`` have equal items and, recursively, equal origin sets,
+        so they answer every future question (``advance``, ``allowed``, ``accepting``) alike."""
+        sid = self._sig
+        if sid is None:
+            k = self.index
+            chart = self.chart
+            sid = self.g.intern(frozenset((d, chart[o].sig if o != k else -1) for d, o in self.items))
+            self._sig = sid
+        return sid
 
     def advance(self, t: int) -> EarleySet | None:
         """``E_{k+1}`` after terminal ``t``, or None if no item scans ``t`` (memoised)."""
