@@ -306,6 +306,8 @@ class And(Grammar):
     dead-ends. Otherwise the two run side by side and a dead end raises ``NoLegalContinuation``.
     """
 
+    parts: tuple[Grammar, ...]
+
     def __init__(self, *parts: Grammar) -> None:
         flat: list[Grammar] = []
         for p in parts:
@@ -321,7 +323,11 @@ class And(Grammar):
 
     def cache_key(self) -> Hashable | None:
         keys = [p.cache_key() for p in self.parts]
-        return None if any(k is None for k in keys) else tuple((type(p).__qualname__, k) for p, k in zip(self.parts, keys))
+        return (
+            None
+            if any(k is None for k in keys)
+            else tuple((type(p).__qualname__, k) for p, k in zip(self.parts, keys))
+        )
 
     def to_dfa(self) -> Any:
         dfas = [p.to_dfa() for p in self.parts]

@@ -26,7 +26,8 @@ def n_words(size: int) -> int:
 
 def _tail_mask(size: int) -> np.uint32:
     r = size % 32
-    return np.uint32(0xFFFFFFFF if r == 0 else (1 << r) - 1)
+    tail: np.uint32 = np.uint32(0xFFFFFFFF if r == 0 else (1 << r) - 1)
+    return tail
 
 
 class Mask:
@@ -99,7 +100,11 @@ class Mask:
         return bool(self.words.any())
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Mask) and self.size == other.size and bool(np.array_equal(self.words, other.words))
+        return (
+            isinstance(other, Mask)
+            and self.size == other.size
+            and bool(np.array_equal(self.words, other.words))
+        )
 
     def __hash__(self) -> int:
         return hash((self.size, self.words.tobytes()))

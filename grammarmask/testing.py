@@ -77,7 +77,9 @@ def _feed_bytes(m: Matcher, data: bytes) -> None:
         m.advance(single[bytes([byte])])
 
 
-def assert_accepts(grammar: Grammar | CompiledGrammar, text: str | bytes, vocab: Vocabulary | None = None) -> None:
+def assert_accepts(
+    grammar: Grammar | CompiledGrammar, text: str | bytes, vocab: Vocabulary | None = None
+) -> None:
     """Fail unless ``text`` is a complete sentence: fed byte by byte, every byte is legal and EOS is."""
     data = text.encode() if isinstance(text, str) else text
     m = _compiled(grammar, vocab).matcher()
@@ -85,12 +87,14 @@ def assert_accepts(grammar: Grammar | CompiledGrammar, text: str | bytes, vocab:
         _feed_bytes(m, data)
     except TokenRejected as e:
         n = m.num_tokens
-        raise AssertionError(f"rejected at byte {n} ({data[:n]!r} | {data[n:n + 20]!r}): {e}") from None
+        raise AssertionError(f"rejected at byte {n} ({data[:n]!r} | {data[n : n + 20]!r}): {e}") from None
     if not m.is_accepting():
         raise AssertionError(f"{data!r} is only a prefix of the language, not a complete sentence")
 
 
-def assert_rejects(grammar: Grammar | CompiledGrammar, text: str | bytes, vocab: Vocabulary | None = None) -> None:
+def assert_rejects(
+    grammar: Grammar | CompiledGrammar, text: str | bytes, vocab: Vocabulary | None = None
+) -> None:
     """Fail if ``text`` is a complete sentence of the grammar."""
     data = text.encode() if isinstance(text, str) else text
     m = _compiled(grammar, vocab).matcher()
@@ -119,7 +123,8 @@ def assert_mask_exact(
             extra = (got - want).token_ids()[:5].tolist()
             missing = (want - got).token_ids()[:5].tolist()
             raise AssertionError(
-                f"mask differs from the oracle after {out!r}: wrongly legal {extra}, wrongly illegal {missing}"
+                f"mask differs from the oracle after {out!r}: "
+                f"wrongly legal {extra}, wrongly illegal {missing}"
             )
         if t is None:
             break

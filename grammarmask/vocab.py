@@ -99,8 +99,11 @@ class TokenTrie:
             ends = breaks[np.searchsorted(breaks, starts, side="right")]
             sub_lo_parts.append(starts.astype(np.int32))
             sub_hi_parts.append(ends.astype(np.int32))
-            maxlen_parts.append((np.maximum.reduceat(lengths, starts) - d).astype(np.int32) if count else
-                                np.zeros(0, np.int32))
+            maxlen_parts.append(
+                (np.maximum.reduceat(lengths, starts) - d).astype(np.int32)
+                if count
+                else np.zeros(0, np.int32)
+            )
             byte_parts.append(mat[starts, d - 1])
             parent_parts.append(node_of_token[alive[new]].astype(np.int32))
             node_of_token[alive] = ids_at_d
@@ -190,9 +193,7 @@ class Vocabulary:
         bad = [i for i in specials if not 0 <= i < size]
         if bad:
             raise GrammarError(f"special token id {bad[0]} is outside the vocabulary (size {size})")
-        self.token_bytes: tuple[bytes, ...] = tuple(
-            b"" if i in specials else b for i, b in enumerate(tokens)
-        )
+        self.token_bytes: tuple[bytes, ...] = tuple(b"" if i in specials else b for i, b in enumerate(tokens))
         self.size = size
         self.eos_token_id = int(eos_token_id)
         self.special_ids = specials
@@ -262,7 +263,9 @@ class Vocabulary:
         return loaders.from_hf(cls, tokenizer, size=size)
 
     @classmethod
-    def from_tiktoken(cls, encoding: Any, *, eos_token_id: int | None = None, size: int | None = None) -> Vocabulary:
+    def from_tiktoken(
+        cls, encoding: Any, *, eos_token_id: int | None = None, size: int | None = None
+    ) -> Vocabulary:
         """A ``tiktoken.Encoding`` (ranks are ids; special tokens from the encoding)."""
         from . import loaders
 

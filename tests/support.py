@@ -1,0 +1,83 @@
+"""Shared test data (deterministic)."""
+
+from __future__ import annotations
+
+import random
+
+_TOP = [
+    "Technology",
+    "Sports",
+    "Politics",
+    "Science",
+    "Health",
+    "Business",
+    "Arts",
+    "Travel",
+    "Food",
+    "Education",
+]
+_MID = [
+    "AI",
+    "Hardware",
+    "Software",
+    "Football",
+    "Tennis",
+    "Elections",
+    "Policy",
+    "Physics",
+    "Biology",
+    "Nutrition",
+    "Fitness",
+    "Finance",
+    "Startups",
+    "Music",
+    "Film",
+    "Europe",
+    "Asia",
+    "Cooking",
+    "Wine",
+    "Schools",
+]
+_LEAF = [
+    "NLP",
+    "Vision",
+    "Robotics",
+    "Chips",
+    "Cloud",
+    "Security",
+    "Leagues",
+    "Transfers",
+    "Grand Slams",
+    "Polls",
+    "Law",
+    "Quantum",
+    "Genetics",
+    "Diets",
+    "Yoga",
+    "Markets",
+    "Funding",
+    "Jazz",
+    "Drama",
+    "Ümlaut ✓",
+    "日本語",
+    "Databases",
+    "Compilers",
+    "Emoji 🙂",
+]
+
+
+def taxonomy_labels(n: int, seed: int = 0) -> list[str]:
+    """``n`` distinct hierarchical labels such as "Technology > AI > NLP" (deterministic)."""
+    rng = random.Random(seed)
+    out: list[str] = []
+    seen: set[str] = set()
+    while len(out) < n:
+        depth = rng.choice([1, 2, 3, 3, 3, 4])
+        parts = [rng.choice(_TOP), rng.choice(_MID), rng.choice(_LEAF), f"Topic {rng.randint(0, 999)}"][
+            :depth
+        ]
+        label = " > ".join(parts)
+        if label not in seen:
+            seen.add(label)
+            out.append(label)
+    return out
