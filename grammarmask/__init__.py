@@ -1,28 +1,96 @@
 """grammarmask: exact grammar-constrained decoding by logit masking.
 
-Compile a grammar (regex, JSON Schema, Lark, GBNF, a set of labels) against a tokenizer's vocabulary,
-then ask a per-sequence matcher for the legal-token mask at each step.
+Compile a grammar (labels, regex, JSON Schema, Lark, GBNF) against a tokenizer's vocabulary, then ask a
+per-sequence matcher for the legal-token mask at each step::
+
+    import grammarmask as gm
+    vocab = gm.Vocabulary.from_mistral("tekken")
+    m = gm.Regex(r"\\d{4}-\\d{2}-\\d{2}").compile(vocab).matcher()
+    mask = m.mask()            # gm.Mask: the legal next tokens
+    m.advance(token_id)        # gm.TokenRejected if illegal, state unchanged
+
+Backends and the sampler are imported on first use, so ``import grammarmask`` stays light (it never
+imports torch or transformers).
 """
 
 from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from .errors import GrammarError, GrammarMaskError, NoLegalContinuation, TokenRejected, UnsupportedSchemaError
 from .grammar import And, CompiledGrammar, Grammar, Matcher
 from .mask import Mask
 from .vocab import Vocabulary
 
+if TYPE_CHECKING:
+    from .backends.choice import Choice
+    from .backends.gbnf import Gbnf
+    from .backends.json_schema import JsonSchema
+    from .backends.lark import Lark
+    from .backends.regex import Regex
+    from .generate import GenerationResult, generate
+    from .models import LogitsModel, RandomModel, ScriptedModel, UniformModel
+    from .sampling import SequenceStats, StepStats, sample, sample_with_stats
+
 __version__ = "0.1.0"
+
+_LAZY = {
+    "Choice": ".backends.choice",
+    "Regex": ".backends.regex",
+    "Lark": ".backends.lark",
+    "Gbnf": ".backends.gbnf",
+    "JsonSchema": ".backends.json_schema",
+    "sample": ".sampling",
+    "sample_with_stats": ".sampling",
+    "StepStats": ".sampling",
+    "SequenceStats": ".sampling",
+    "generate": ".generate",
+    "GenerationResult": ".generate",
+    "LogitsModel": ".models",
+    "UniformModel": ".models",
+    "ScriptedModel": ".models",
+    "RandomModel": ".models",
+}
 
 __all__ = [
     "And",
+    "Choice",
     "CompiledGrammar",
+    "Gbnf",
+    "GenerationResult",
     "Grammar",
     "GrammarError",
     "GrammarMaskError",
+    "JsonSchema",
+    "Lark",
+    "LogitsModel",
     "Mask",
     "Matcher",
     "NoLegalContinuation",
+    "RandomModel",
+    "Regex",
+    "ScriptedModel",
+    "SequenceStats",
+    "StepStats",
     "TokenRejected",
+    "UniformModel",
     "UnsupportedSchemaError",
     "Vocabulary",
+    "generate",
+    "sample",
+    "sample_with_stats",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'grammarmask' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -98,23 +98,3 @@ def test_padding_and_special_ids_are_never_legal() -> None:
             m.advance(bad)
     m.advance(2)
     assert m.mask().token_ids().tolist() == [0]  # only EOS; the text "</s>" is not EOS
-
-
-def test_public_names() -> None:
-    assert set(gm.__all__) <= set(dir(gm))
-    for name in (
-        "Vocabulary",
-        "Mask",
-        "Grammar",
-        "CompiledGrammar",
-        "Matcher",
-        "And",
-        "GrammarError",
-        "TokenRejected",
-        "NoLegalContinuation",
-        "UnsupportedSchemaError",
-        "GrammarMaskError",
-    ):
-        assert name in gm.__all__
-    for name in ("GrammarError", "UnsupportedSchemaError", "TokenRejected", "NoLegalContinuation"):
-        assert issubclass(getattr(gm, name), gm.GrammarMaskError)
