@@ -1,0 +1,103 @@
+"""Exactness of CFG masks against a brute-force oracle built on lark alone.
+
+For each small grammar, every string over a small alphabet up to ``max_len`` is parsed by
+``lark.Lark(text).parse``; a prefix is viable iff some accepted string extends it. Each grammar is
+chosen so that every viable prefix of length <= ``m + 2`` has a completion over the alphabet short
+enough to be in that set, which makes the oracle exact where it is asked. The mask (EOS included)
+must equal the oracle's at every prefix of length <= ``m`` (exhaustively, tokens up to 2 bytes) and
+along hypothesis random walks (tokens up to 3 bytes).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from .test_cfg_oracle import LarkOracle
+
+from grammarmask.backends.lark import Lark
+from grammarmask.mask import Mask
+from grammarmask.testing import reference_mask
+from grammarmask.vocab import Vocabulary
+
+# name: (grammar, alphabet, max_len, m, longest token)
+CASES = {
+    "separated_names": ('start: NAME ("," NAME)*\nNAME: /[ab]+/\n%ignore " "\n', "ab, ", 7, 3, 3),
+    "adjacent_names": ('start: NAME NAME\nNAME: /[ab]+/\n%ignore " "\n', "ab ", 9, 3, 3),
+    "keyword_or_name": ('start: item+\nitem: "if" | NAME\nNAME: /[a-z]+/\n%ignore " "\n', "if ", 7, 3, 3),
+    "greedy_number": ('start: NUMBER ("+" NUMBER)*\nNUMBER: /[0-9]+(\\.[0-9]+)?/\n', "1.+", 7, 3, 3),
+    "shadow_spans_lexemes": ('start: T1 T2 "c"\nT1: /a(bc)?/\nT2: "b"\n', "abc", 8, 3, 3),
+    "greedy_blocks_split": ('start: (A | B)+\nA: "ab"\nB: /a+/\n', "ab", 8, 4, 3),
+    "nested_lists": ('start: v\nv: "[" [v ("," v)*] "]" | NUMBER\nNUMBER: /[0-9]+/\n', "[1,]", 7, 1, 2),
+    "right_recursion_leo": ('start: x\nx: "a" x | "b"\n', "ab", 8, 4, 3),
+    "nullable_rules": ('start: a b a\na: "x" |\nb: "y" b |\n%ignore " "\n', "xy ", 7, 3, 3),
+    "parens_with_ignore": ('start: "(" start ")" | "x"\n%ignore " "\n', "(x) ", 8, 1, 2),
+    "case_insensitive": ('start: KW NAME\nKW: "ab"i\nNAME: /[a-z]+/\n%ignore " "\n', "aAb ", 7, 2, 2),
+    "trailing_ignore_only": ('start: "a"+\n%ignore /b+/\n', "ab", 8, 4, 3),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _setup(name: str) -> tuple[LarkOracle, Vocabulary, object, str]:
+    text, alpha, max_len, _, toklen = CASES[name]
+    oracle = LarkOracle(text, alpha, max_len)
+    toks = [b""] + ["".join(p).encode() for n in range(1, toklen + 1) for p in itertools.product(alpha, repeat=n)]
+    vocab = Vocabulary.from_tokens(toks, eos_token_id=0)
+    return oracle, vocab, Lark(text).compile(vocab), alpha
+
+
+def _check(name: str, prefix: bytes) -> None:
+    oracle, vocab, compiled, _ = _setup(name)
+    state = compiled.feed(compiled.initial_state(), prefix)  # type: ignore[attr-defined]
+    assert bool(state) == oracle.viable(prefix), prefix
+    if not state:
+        return
+    got = Mask(compiled.state_mask_words(state).copy(), vocab.size)  # type: ignore[attr-defined]
+    if compiled.is_accepting_state(state):  # type: ignore[attr-defined]
+        got = got | Mask.from_token_ids([0], vocab.size)
+    want = reference_mask(oracle.viable, vocab, prefix, is_complete=oracle.complete)
+    if got != want:
+        tb = vocab.token_bytes
+        extra = [tb[i] for i in (got - want).token_ids()[:8]]
+        missing = [tb[i] for i in (want - got).token_ids()[:8]]
+        pytest.fail(f"{name}: after {prefix!r}: wrongly legal {extra}, wrongly illegal {missing}")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_mask_matches_oracle_on_every_short_prefix(name: str) -> None:
+    m = CASES[name][3]
+    oracle, _, _, alpha = _setup(name)
+    checked = 0
+    for n in range(m + 1):
+        for p in itertools.product(alpha, repeat=n):
+            prefix = "".join(p).encode()
+            if oracle.viable(prefix[:-1]) or not prefix:
+                _check(name, prefix)
+                checked += 1
+    assert checked > m
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(sorted(CASES)), data=st.data())
+def test_mask_matches_oracle_along_random_walks(name: str, data: st.DataObject) -> None:
+    oracle, vocab, compiled, _ = _setup(name)
+    m = compiled.matcher()  # type: ignore[attr-defined]
+    out = b""
+    limit = CASES[name][3]
+    while True:
+        _check(name, out)
+        legal = [int(t) for t in m.mask().token_ids() if len(out) + len(vocab.token_bytes[t]) <= limit]
+        if not legal or t_is_eos(legal, vocab):
+            break
+        t = data.draw(st.sampled_from(legal))
+        if t == vocab.eos_token_id:
+            break
+        m.advance(t)
+        out += vocab.token_bytes[t]
+
+
+def t_is_eos(legal: list[int], vocab: Vocabulary) -> bool:
+    return legal == [vocab.eos_token_id]
