@@ -1,0 +1,141 @@
+"""JSON Schema backend: ``JsonSchema(schema)`` compiles a schema to Lark grammar text, then to a CFG.
+
+Every finished output is JSON that validates against the schema with the ``jsonschema`` package
+(draft 2020-12 unless ``$schema`` names draft 4, 6, 7 or 2019-09). Keywords that cannot be enforced
+exactly raise ``UnsupportedSchemaError`` (``strict=True``, the default) or emit a
+:class:`SchemaWarning` (``strict=False``); none is dropped silently. The keyword table is in
+docs/json_schema.md.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable
+from typing import Any
+
+from ..errors import GrammarError
+from ..grammar import CompiledGrammar, Grammar
+from ..vocab import Vocabulary
+from .jsonschema.compiler import Compiler, SchemaWarning
+from .jsonschema.keywords import canonical
+
+__all__ = ["JsonSchema", "SchemaWarning"]
+
+_WHITESPACE = ("flexible", "compact")
+_TEXT_CACHE: OrderedDict[str, str] = OrderedDict()
+_TEXT_LOCK = threading.Lock()
+_TEXT_CACHE_LIMIT = 256
+
+
+class JsonSchema(Grammar):
+    """The JSON texts of the instances of a JSON Schema.
+
+    Parameters
+    ----------
+    schema
+        A dict or bool, or the schema as JSON text.
+    whitespace
+        ``"flexible"`` (default): between JSON tokens, at most one newline and up to ``max_ws``
+        spaces/tabs on each side of it; ``"compact"``: no whitespace at all.
+    max_ws
+        Bound on a run of spaces/tabs (flexible policy). Unbounded whitespace would let a model
+        loop on newlines forever.
+    indent
+        Preferred indentation (flexible policy only): whitespace is a single space, or a newline
+        followed by a multiple of ``indent`` spaces (the layout of ``json.dumps(..., indent=k)``).
+    strict
+        ``True``: a keyword that cannot be enforced raises ``UnsupportedSchemaError`` naming it and
+        its JSON pointer. ``False``: a :class:`SchemaWarning` is emitted and the keyword is skipped.
+
+    Properties are produced in the order the schema declares them; further members (allowed by
+    ``additionalProperties``/``patternProperties``) follow the declared ones.
+
+    Raises
+    ------
+    GrammarError
+        Invalid JSON text, a value that is not a schema, a dangling ``$ref``, a schema that admits no
+        value (``{"enum": []}``, ``minimum`` > ``maximum``); the message names the JSON pointer.
+    UnsupportedSchemaError
+        A keyword that cannot be enforced exactly (strict mode).
+    """
+
+    def __init__(
+        self,
+        schema: Any,
+        *,
+        whitespace: str = "flexible",
+        max_ws: int = 16,
+        indent: int | None = None,
+        strict: bool = True,
+    ) -> None:
+        if isinstance(schema, (str, bytes)):
+            try:
+                schema = json.loads(schema)
+            except ValueError as e:
+                line, col = getattr(e, "lineno", None), getattr(e, "colno", None)
+                text = schema.decode("utf-8", "replace") if isinstance(schema, bytes) else schema
+                raise GrammarError(f"schema is not valid JSON: {getattr(e, 'msg', e)}", line=line, column=col,
+                                   text=text) from None
+        if not isinstance(schema, (dict, bool)):
+            raise GrammarError(f"a JSON Schema must be an object or a boolean, got {type(schema).__name__}")
+        if whitespace not in _WHITESPACE:
+            raise GrammarError(f"whitespace must be one of {_WHITESPACE}, got {whitespace!r}")
+        if not isinstance(max_ws, int) or isinstance(max_ws, bool) or max_ws < 1:
+            raise GrammarError(f"max_ws must be a positive integer, got {max_ws!r}")
+        if indent is not None and (not isinstance(indent, int) or isinstance(indent, bool) or indent < 1):
+            raise GrammarError(f"indent must be a positive integer or None, got {indent!r}")
+        self.schema = schema
+        self.options = {"whitespace": whitespace, "max_ws": max_ws, "indent": indent, "strict": bool(strict)}
+        try:
+            self._key = canonical([schema, self.options])
+        except (TypeError, ValueError) as e:
+            raise GrammarError(f"schema is not JSON data: {e}") from None
+        self._text: str | None = None
+        self._lark: Any = None
+
+    @classmethod
+    def from_pydantic(
+        cls, model: Any, *, whitespace: str = "flexible", max_ws: int = 16, indent: int | None = None,
+        strict: bool = True,
+    ) -> JsonSchema:
+        """The schema of a pydantic (v2) model class, via ``model.model_json_schema()``."""
+        getter = getattr(model, "model_json_schema", None)
+        if getter is None:
+            raise GrammarError(f"{model!r} is not a pydantic v2 model class (no model_json_schema)")
+        return cls(getter(), whitespace=whitespace, max_ws=max_ws, indent=indent, strict=strict)
+
+    def __repr__(self) -> str:
+        return f"JsonSchema(<{len(self._key)} chars>, whitespace={self.options['whitespace']!r})"
+
+    def cache_key(self) -> Hashable | None:
+        return self._key
+
+    def to_lark(self) -> str:
+        """The Lark grammar text of the schema (start rule ``start``); cached by content."""
+        if self._text is None:
+            with _TEXT_LOCK:
+                hit = _TEXT_CACHE.get(self._key)
+                if hit is not None:
+                    _TEXT_CACHE.move_to_end(self._key)
+            if hit is None:
+                opts = self.options
+                hit = Compiler(
+                    self.schema, whitespace=str(opts["whitespace"]), max_ws=int(opts["max_ws"]),  # type: ignore[call-overload]
+                    indent=opts["indent"], strict=bool(opts["strict"]),  # type: ignore[arg-type]
+                ).to_lark()
+                with _TEXT_LOCK:
+                    _TEXT_CACHE[self._key] = hit
+                    while len(_TEXT_CACHE) > _TEXT_CACHE_LIMIT:
+                        _TEXT_CACHE.popitem(last=False)
+            self._text = hit
+        return self._text
+
+    def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
+        from .lark import Lark
+
+        if self._lark is None:
+            self._lark = Lark(self.to_lark())
+        compiled: CompiledGrammar = self._lark._compile(vocab)
+        return compiled

@@ -1,0 +1,539 @@
+"""JSON Schema to Lark grammar text.
+
+Each schema node becomes a rule whose language is the JSON text of the instances the node accepts.
+Regular parts (strings, numbers, keys) are regex terminals; objects, arrays, unions and recursion
+are rules. ``$ref`` targets get one rule each, so recursive schemas give recursive rules. ``allOf``
+and ``$ref`` with siblings are merged into one node (``keywords.merge``); ``anyOf``/``oneOf`` are
+distributed over the rest of the node; ``enum``/``const`` candidates are kept iff ``jsonschema``
+itself validates them against the whole node.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import warnings
+from typing import Any
+
+import jsonschema
+import jsonschema_specifications
+import referencing
+import referencing.exceptions
+import referencing.jsonschema
+from jsonschema.validators import validator_for
+
+from ...errors import GrammarError, UnsupportedSchemaError
+from . import objects
+from .formats import FORMATS, format_width
+from .keywords import ENFORCED, REFUSED, canonical, is_trivial, merge, normalize, refuse, types_of
+from .numbers import JSON_NUMBER, number_regex
+from .strings import ANY_CHAR, NOTHING, key_not_in, literal, pattern_regex, plain_string, regex_terminal
+
+__all__ = ["Compiler", "SchemaWarning"]
+
+Schema = Any
+MAX_BRANCHES = 64
+
+
+class SchemaWarning(UserWarning):
+    """A keyword was not enforced (``strict=False``)."""
+
+
+def _draft(root: Schema) -> int:
+    uri = root.get("$schema", "") if isinstance(root, dict) else ""
+    for mark, n in (("draft-04", 4), ("draft-06", 6), ("draft-07", 7), ("2019-09", 2019)):
+        if mark in str(uri):
+            return n
+    return 2020
+
+
+def close_scope(s: dict[str, Any]) -> dict[str, Any]:
+    """A subschema's ``unevaluated*`` sees only its own keywords: rewrite it as ``additional*``/``items``.
+
+    Done before the subschema is merged into a parent, where siblings' properties would otherwise
+    count as evaluated. Applicators left inside (``anyOf``) would widen the evaluated set; ignoring
+    them only narrows the language.
+    """
+    if "unevaluatedProperties" in s:
+        s = dict(s)
+        u = s.pop("unevaluatedProperties")
+        s.setdefault("additionalProperties", u)
+    if "unevaluatedItems" in s:
+        s = dict(s)
+        u = s.pop("unevaluatedItems")
+        s.setdefault("items", u)
+    return s
+
+
+class Compiler:
+    """One compilation: a root schema and the whitespace options, producing Lark grammar text."""
+
+    def __init__(
+        self, root: Schema, *, whitespace: str, max_ws: int, indent: int | None, strict: bool
+    ) -> None:
+        if not isinstance(root, (dict, bool)):
+            raise GrammarError(f"a JSON Schema must be an object or a boolean, got {type(root).__name__}")
+        self.root = root
+        self.strict = strict
+        self.draft = _draft(root)
+        self.validator_cls = validator_for(root, default=jsonschema.Draft202012Validator)
+        spec = referencing.jsonschema.specification_with(
+            self.validator_cls.META_SCHEMA.get("$schema", ""), default=referencing.jsonschema.DRAFT202012
+        )
+        self.spec = spec
+        resource = spec.create_resource(root)
+        base = resource.id() or ""
+        self.registry = jsonschema_specifications.REGISTRY.with_resource(base, resource).crawl()
+        self.resolver = self.registry.resolver(base_uri=base)
+        self.rules: dict[str, str] = {}
+        self.memo: dict[Any, str] = {}
+        self.keep: list[Any] = []
+        self.inline: list[str] = []
+        self.reasons: list[str] = []
+        self.ws = "" if whitespace == "compact" else "_W?"
+        if whitespace == "compact":
+            self.ws_def = ""
+        elif indent is not None:
+            self.ws_def = f"_W: /\\n(?: {{{indent}}}){{0,{max(1, max_ws // indent)}}}|\\x20/"
+        else:
+            self.ws_def = f"_W: /[ \\t]{{0,{max_ws}}}\\n[ \\t]{{0,{max_ws}}}|[ \\t]{{1,{max_ws}}}/"
+        self.objects = objects.ObjectBuilder(self)
+
+    # ---- entry points ------------------------------------------------------------------------------
+
+    def to_lark(self) -> str:
+        top = self.value(self.root, "", self.resolver)
+        if top is None:
+            why = self.reasons[0] if self.reasons else "no instance satisfies it"
+            raise GrammarError(f"the schema admits no value: {why}")
+        lines = [f"start: {top}"]
+        lines += [f"{name}: {body}" for name, body in self.rules.items()]
+        if self.ws_def:
+            lines.append(self.ws_def)
+        return "\n".join(lines) + "\n"
+
+    def unsupported(self, keyword: str, pointer: str, why: str) -> None:
+        """Refuse (strict) or warn about a keyword that is not enforced."""
+        if self.strict:
+            raise refuse(keyword, pointer, why)
+        msg = f"{why} (keyword {keyword!r} at {pointer or '/'}); not enforced"
+        warnings.warn(msg, SchemaWarning, stacklevel=4)
+
+    def empty(self, pointer: str, why: str) -> None:
+        self.reasons.append(f"{why} at {pointer or '/'}")
+        return None
+
+    def rule(self, body: str, hint: str = "r") -> str:
+        name = f"{hint}{len(self.rules)}"
+        self.rules[name] = body
+        return name
+
+    # ---- nodes -------------------------------------------------------------------------------------
+
+    def value(self, s: Schema, ptr: str, resolver: Any) -> str | None:
+        """A grammar expression for the JSON text of the instances of ``s`` (None: no instance)."""
+        if s is True or (isinstance(s, dict) and is_trivial(s)):
+            return self.any_value()
+        if s is False:
+            return self.empty(ptr, "the schema is false")
+        if not isinstance(s, dict):
+            raise GrammarError(f"at {ptr or '/'}: a schema must be an object or a boolean, got {s!r}")
+        if "$id" in s and self.draft >= 6 and "$ref" not in s or ("id" in s and self.draft == 4):
+            resolver = resolver.in_subresource(self.spec.create_resource(s))
+        key = (id(s), str(getattr(resolver, "_base_uri", "")))
+        if key in self.memo:
+            return self.memo[key]
+        self.keep.append(s)
+        name = f"s{len(self.memo)}"
+        self.memo[key] = name
+        self.rules[name] = ""  # placeholder keeps rule order stable
+        body = self.node(s, ptr, resolver)
+        self.rules[name] = body if body is not None else regex_terminal(NOTHING)
+        if body is None:
+            return None
+        return name
+
+    def resolve(self, ref: str, ptr: str, resolver: Any) -> Any:
+        try:
+            return resolver.lookup(ref)
+        except (referencing.exceptions.Unresolvable, referencing.exceptions.Unretrievable) as e:
+            raise GrammarError(f"at {ptr or '/'}: $ref {ref!r} cannot be resolved ({type(e).__name__})") from None
+
+    def node(self, s: dict[str, Any], ptr: str, resolver: Any) -> str | None:
+        s = normalize(s, self.draft)
+        for k in [k for k in s if k in REFUSED]:
+            self.unsupported(k, ptr, f"{k!r} is not supported")
+            s = {x: v for x, v in s.items() if x != k}
+        rest = {k: v for k, v in s.items() if k in ENFORCED or k.startswith("_more_")}
+        if set(rest) == {"$ref"}:
+            target = self.resolve(s["$ref"], ptr, resolver)
+            return self.value(target.contents, s["$ref"], target.resolver)
+        if "$ref" in rest or "allOf" in rest:
+            rest = self.flatten(rest, ptr, resolver)
+            if rest is None:
+                return None
+        if any(k in rest for k in ("anyOf", "oneOf", "_more_anyOf", "_more_oneOf")):
+            return self.union(rest, ptr, resolver)
+        return self.simple(rest, ptr, resolver)
+
+    def flatten(self, s: Schema, ptr: str, resolver: Any) -> dict[str, Any] | None:
+        """Merge ``allOf`` and ``$ref`` (inlined) into one ref-free node; None if it is false."""
+        if s is True:
+            return {}
+        if s is False:
+            return self.empty(ptr, "the schema is false")
+        s = normalize(s, self.draft)
+        parts: list[dict[str, Any]] = [{k: v for k, v in s.items() if k not in ("allOf", "$ref")}]
+        if "$ref" in s:
+            target = self.resolve(s["$ref"], ptr, resolver)
+            if str(target.resolver._base_uri) != str(resolver._base_uri):
+                self.unsupported("$ref", ptr, "a $ref into another resource combined with other keywords")
+            uri = s["$ref"] + "@" + str(resolver._base_uri)
+            if uri in self.inline:
+                raise refuse("$ref", ptr, "a recursive $ref combined with sibling keywords or allOf")
+            self.inline.append(uri)
+            try:
+                sub = self.flatten(target.contents, s["$ref"], target.resolver)
+            finally:
+                self.inline.pop()
+            if sub is None:
+                return None
+            parts.append(close_scope(sub))
+        for i, x in enumerate(s.get("allOf", [])):
+            sub = self.flatten(x, f"{ptr}/allOf/{i}", resolver)
+            if sub is None:
+                return None
+            parts.append(close_scope(sub))
+        out = parts[0]
+        for p in parts[1:]:
+            out = merge(out, p, ptr)
+        return out
+
+    def synthetic(self, s: dict[str, Any], ptr: str, resolver: Any) -> str | None:
+        """value() of a dict built here (kept alive so its id stays unique)."""
+        self.keep.append(s)
+        return self.value(s, ptr, resolver)
+
+    def union(self, s: dict[str, Any], ptr: str, resolver: Any) -> str | None:
+        base = {k: v for k, v in s.items() if k not in ("anyOf", "oneOf", "_more_anyOf", "_more_oneOf")}
+        groups: list[tuple[str, list[Any]]] = []
+        for k in ("anyOf", "oneOf"):
+            if k in s:
+                groups.append((k, s[k]))
+            groups += [(k, g) for g in s.get("_more_" + k, [])]
+        for k, g in groups:
+            if not isinstance(g, list) or not g:
+                raise GrammarError(f"at {ptr or '/'}: {k} must be a non-empty array")
+        if len(groups) == 1 and is_trivial(base):
+            kind, branches = groups[0]
+            if kind == "oneOf":
+                self.check_disjoint(branches, ptr, resolver)
+            alts = [self.value(b, f"{ptr}/{kind}/{i}", resolver) for i, b in enumerate(branches)]
+            live = [a for a in dict.fromkeys(alts) if a is not None]
+            return " | ".join(live) if live else self.empty(ptr, f"no {kind} branch admits a value")
+        combos = 1
+        for _, g in groups:
+            combos *= len(g)
+        if combos > MAX_BRANCHES:
+            raise refuse(groups[0][0], ptr, f"{combos} combined anyOf/oneOf branches (limit {MAX_BRANCHES})")
+        for kind, g in groups:
+            if kind == "oneOf":
+                self.check_disjoint(g, ptr, resolver, base)
+        alts = []
+        for combo in itertools.product(*[g for _, g in groups]):
+            merged: dict[str, Any] | None = self.flatten(base, ptr, resolver)
+            for b in combo:
+                if merged is None:
+                    break
+                fb = self.flatten(b, ptr, resolver)
+                merged = None if fb is None else merge(merged, close_scope(fb), ptr)
+            if merged is not None:
+                alts.append(self.synthetic(merged, ptr, resolver))
+        live = [a for a in dict.fromkeys(alts) if a is not None]
+        return " | ".join(live) if live else self.empty(ptr, "no anyOf/oneOf branch admits a value")
+
+    def check_disjoint(self, branches: list[Any], ptr: str, resolver: Any, base: Any = None) -> None:
+        flat = []
+        for b in branches:
+            try:
+                f = self.flatten(b, ptr, resolver)
+                f = None if f is None else close_scope(f)
+                if f is not None and base:
+                    fb = self.flatten(base, ptr, resolver)
+                    f = None if fb is None else merge(fb, f, ptr)
+            except UnsupportedSchemaError:
+                f = {"_opaque": True}
+            flat.append(f)
+        for i, j in itertools.combinations(range(len(flat)), 2):
+            if flat[i] is not None and flat[j] is not None and not self.disjoint(flat[i], flat[j], resolver):
+                self.unsupported(
+                    "oneOf", ptr, f"oneOf branches {i} and {j} may overlap, so exactly-one cannot be enforced"
+                )
+                return
+
+    def disjoint(self, a: dict[str, Any], b: dict[str, Any], resolver: Any) -> bool:
+        if "_opaque" in a or "_opaque" in b:
+            return False
+        ta, tb = types_of(a), types_of(b)
+        if not (ta & tb):
+            return True
+        for x, y in ((a, b), (b, a)):
+            vals = x.get("enum", [x["const"]] if "const" in x else None)
+            if vals is not None and not any(self.validates(y, v, resolver) for v in vals):
+                return True
+        if ta & tb <= {"object"}:
+            for key in set(a.get("required", [])) & set(b.get("required", [])):
+                pa, pb = a.get("properties", {}).get(key), b.get("properties", {}).get(key)
+                if isinstance(pa, dict) and isinstance(pb, dict) and self.disjoint(pa, pb, resolver):
+                    return True
+            for x, y in ((a, b), (b, a)):
+                if x.get("additionalProperties") is False and not x.get("patternProperties"):
+                    if any(k not in x.get("properties", {}) for k in y.get("required", [])):
+                        return True
+        return False
+
+    def validates(self, s: Schema, instance: Any, resolver: Any) -> bool:
+        try:
+            v = self.validator_cls(s, registry=self.registry, _resolver=resolver)
+            return bool(v.is_valid(instance))
+        except (jsonschema.exceptions.SchemaError, referencing.exceptions.Unresolvable, RecursionError):
+            return False
+
+    # ---- a merged node without combinators ----------------------------------------------------------
+
+    def simple(self, s: dict[str, Any], ptr: str, resolver: Any) -> str | None:
+        if "enum" in s or "const" in s:
+            cands = s.get("enum", [s["const"]] if "const" in s else [])
+            if not isinstance(cands, list):
+                raise GrammarError(f"at {ptr or '/'}: enum must be an array")
+            keep = [v for v in cands if self.validates(s, v, resolver)]
+            alts = list(dict.fromkeys(self.literal(v) for v in keep))
+            return " | ".join(alts) if alts else self.empty(ptr, "no enum/const value satisfies the schema")
+        types = types_of(s)
+        if "type" in s:
+            bad = [t for t in s["type"] if t not in types_of({})]
+            if bad:
+                raise GrammarError(f"at {ptr or '/'}: unknown type {bad[0]!r}")
+        excluded: list[Any] = []
+        if "not" in s:
+            types = self.apply_not(s["not"], types, excluded, s, ptr, resolver)
+        alts: list[str] = []
+        if "null" in types:
+            alts.append('"null"')
+        if "boolean" in types:
+            alts += ['"true"', '"false"']
+        if "number" in types or "integer" in types:
+            r = self.number(s, "number" not in types, ptr)
+            if r is not None:
+                alts.append(r)
+        if "string" in types:
+            r = self.string(s, ptr, [v for v in excluded if isinstance(v, str)])
+            if r is not None:
+                alts.append(r)
+        if "array" in types:
+            r = self.objects.array(s, ptr, resolver)
+            if r is not None:
+                alts.append(r)
+        if "object" in types:
+            forbidden = [k for k in s.get("_forbidden", [])]
+            r = self.objects.object(s, ptr, resolver, forbidden)
+            if r is not None:
+                alts.append(r)
+        excl_other = [v for v in excluded if not isinstance(v, str)]
+        if excl_other:
+            drop = {self.literal(v) for v in excl_other if v is None or isinstance(v, bool)}
+            alts = [a for a in alts if a not in drop]
+        return " | ".join(alts) if alts else self.empty(ptr, "no type admits a value")
+
+    def apply_not(
+        self, n: Schema, types: set[str], excluded: list[Any], s: dict[str, Any], ptr: str, resolver: Any
+    ) -> set[str]:
+        if n is True or (isinstance(n, dict) and is_trivial(n)):
+            return set()
+        if n is False:
+            return types
+        if not isinstance(n, dict):
+            raise GrammarError(f"at {ptr}/not: a schema must be an object or a boolean")
+        n = normalize(n, self.draft)
+        keys = {k for k in n if k in ENFORCED}
+        if keys == {"anyOf"}:
+            for i, x in enumerate(n["anyOf"]):
+                types = self.apply_not(x, types, excluded, s, f"{ptr}/not/anyOf/{i}", resolver)
+            return types
+        if keys == {"type"}:
+            gone = types_of(n)
+            if "integer" in gone and "number" not in gone and "number" in types:
+                self.unsupported("not", ptr, "'not integer' inside number is not supported")
+                return types
+            return {t for t in types if t not in gone}
+        if keys <= {"enum", "const"}:
+            vals = n.get("enum", []) + ([n["const"]] if "const" in n else [])
+            for v in vals:
+                if isinstance(v, (int, float, list, dict)) and not isinstance(v, bool):
+                    kind = "number" if isinstance(v, (int, float)) else type(v).__name__
+                    if types & {"number", "integer", "array", "object"} and kind in ("number",) and (
+                        types & {"number", "integer"}
+                    ) or (kind == "list" and "array" in types) or (kind == "dict" and "object" in types):
+                        self.unsupported("not", ptr, f"excluding the value {v!r} is not supported")
+                excluded.append(v)
+            return types
+        if keys == {"required"}:
+            s["_forbidden"] = list(s.get("_forbidden", [])) + list(n["required"])
+            return types & {"object"}
+        self.unsupported("not", ptr, "only 'not' of type, enum/const, required or anyOf of those is supported")
+        return types
+
+    # ---- scalars -----------------------------------------------------------------------------------
+
+    def number(self, s: dict[str, Any], integer: bool, ptr: str) -> str | None:
+        lo, lo_x, hi, hi_x = None, False, None, False
+        for k, strict_ in (("minimum", False), ("exclusiveMinimum", True)):
+            v = s.get(k)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                if lo is None or v > lo or (v == lo and strict_):
+                    lo, lo_x = v, strict_
+        for k, strict_ in (("maximum", False), ("exclusiveMaximum", True)):
+            v = s.get(k)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                if hi is None or v < hi or (v == hi and strict_):
+                    hi, hi_x = v, strict_
+        for b in (lo, hi):
+            if isinstance(b, float) and (b != b or b in (float("inf"), float("-inf"))):
+                raise GrammarError(f"at {ptr or '/'}: a numeric bound must be finite")
+        m = s.get("multipleOf")
+        if m is not None:
+            if not isinstance(m, (int, float)) or isinstance(m, bool) or m <= 0:
+                raise GrammarError(f"at {ptr or '/'}: multipleOf must be a positive number")
+            if isinstance(m, float) and m.is_integer():
+                m = int(m)
+            if isinstance(m, int):
+                if m > 1:
+                    return self.multiples(m, lo, lo_x, hi, hi_x, ptr)
+                integer = True
+            else:
+                self.unsupported("multipleOf", ptr, "a non-integer multipleOf is not supported "
+                                 "(jsonschema checks it in floating point)")
+        r = number_regex(lo, lo_x, hi, hi_x, integer=integer)
+        if r is None:
+            return self.empty(ptr, f"no number in the range {lo}..{hi}")
+        return regex_terminal(r)
+
+    def multiples(self, m: int, lo: Any, lo_x: bool, hi: Any, hi_x: bool, ptr: str) -> str | None:
+        import math
+
+        if lo is not None and hi is not None:
+            a = math.floor(lo) + 1 if lo_x and lo == math.floor(lo) else math.ceil(lo)
+            b = math.ceil(hi) - 1 if hi_x and hi == math.ceil(hi) else math.floor(hi)
+            first = -(-a // m) * m
+            if first > b:
+                return self.empty(ptr, "no multiple of multipleOf in range")
+            count = (b - first) // m + 1
+            if count <= 256:
+                vals = [str(v) for v in range(first, b + 1, m)]
+                vals.sort(key=lambda v: -len(v))
+                return regex_terminal("(?:" + "|".join(vals) + ")")
+        if lo is None and hi is None:
+            n2 = m
+            a2 = b5 = 0
+            while n2 % 2 == 0:
+                n2, a2 = n2 // 2, a2 + 1
+            while n2 % 5 == 0:
+                n2, b5 = n2 // 5, b5 + 1
+            k = max(a2, b5)
+            if n2 == 1 and 10**k // m <= 200:
+                sufs = [str(v).zfill(k) for v in range(0, 10**k, m)]
+                small = sorted((str(v) for v in range(0, 10**k, m)), key=lambda v: -len(v))
+                mag = "(?:[1-9][0-9]*(?:" + "|".join(sufs) + ")|" + "|".join(small) + ")"
+                return regex_terminal("-?" + mag)
+        self.unsupported("multipleOf", ptr, f"multipleOf {m} with this range has no compact exact form")
+        return regex_terminal(number_regex(lo, lo_x, hi, hi_x, integer=True) or NOTHING)
+
+    def string(self, s: dict[str, Any], ptr: str, excluded: list[str]) -> str | None:
+        body = self.string_body(s, ptr)
+        if body is None:
+            return None
+        if excluded:
+            if body != plain_string(0, None):
+                self.unsupported("not", ptr, "excluding string values from a constrained string")
+            else:
+                body = key_not_in(excluded)
+        return regex_terminal(f'"{body}"')
+
+    def string_body(self, s: dict[str, Any], ptr: str) -> str | None:
+        """Regex for the JSON text inside the quotes (None: no string fits)."""
+        lo = s.get("minLength", 0)
+        hi = s.get("maxLength")
+        for k, v in (("minLength", lo), ("maxLength", hi)):
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+                if not (isinstance(v, float) and v.is_integer() and v >= 0):
+                    raise GrammarError(f"at {ptr or '/'}: {k} must be a non-negative integer")
+        lo, hi = int(lo), (None if hi is None else int(hi))
+        if hi is not None and lo > hi:
+            return self.empty(ptr, "minLength > maxLength")
+        fmt = s.get("format")
+        pat = s.get("pattern")
+        if fmt is not None and fmt not in FORMATS:
+            self.unsupported("format", ptr, f"format {fmt!r} is not supported")
+            fmt = None
+        if fmt is not None and pat is not None:
+            self.unsupported("pattern", ptr, "pattern together with format is not supported")
+            pat = None
+        if fmt is not None:
+            wlo, whi = format_width(fmt)
+            if wlo < lo or (hi is not None and (whi is None or whi > hi)):
+                self.unsupported("maxLength" if hi is not None else "minLength", ptr,
+                                 f"a length limit on format {fmt!r} is not supported")
+            return FORMATS[fmt]
+        if pat is not None:
+            if not isinstance(pat, str):
+                raise GrammarError(f"at {ptr or '/'}: pattern must be a string")
+            r, ok = pattern_regex(pat, ptr, lo, hi)
+            if not ok:
+                self.unsupported("maxLength" if hi is not None else "minLength", ptr,
+                                 "this combination of pattern and length limits is not supported")
+            return r
+        return plain_string(lo, hi)
+
+    def literal(self, v: Any) -> str:
+        """Expression for the JSON text of one value (key order as given)."""
+        if v is None:
+            return '"null"'
+        if v is True or v is False:
+            return '"true"' if v else '"false"'
+        if isinstance(v, int) or (isinstance(v, float) and v.is_integer() and abs(v) < 1e15):
+            return regex_terminal(f"{int(v)}".replace("-", "-") + r"(?:\.0+)?")
+        if isinstance(v, float):
+            return regex_terminal(re.escape(json.dumps(v)))
+        if isinstance(v, str):
+            return regex_terminal(f'"{literal(v)}"')
+        w = self.ws
+        if isinstance(v, list):
+            if not v:
+                return f'"[" {w} "]"'
+            items = f' {w} "," {w} '.join(self.literal(x) for x in v)
+            return self.rule(f'"[" {w} {items} {w} "]"', "l")
+        if isinstance(v, dict):
+            if not v:
+                return f'"{{" {w} "}}"'
+            members = f' {w} "," {w} '.join(
+                f'{regex_terminal(chr(34) + literal(k) + chr(34))} {w} ":" {w} {self.literal(x)}'
+                for k, x in v.items()
+            )
+            return self.rule(f'"{{" {w} {members} {w} "}}"', "l")
+        raise GrammarError(f"not a JSON value: {v!r}")
+
+    def any_value(self) -> str:
+        if "json_value" not in self.rules:
+            w = self.ws
+            self.rules["json_value"] = (
+                f'json_object | json_array | {regex_terminal(chr(34) + ANY_CHAR + "*" + chr(34))} '
+                f'| {regex_terminal(JSON_NUMBER)} | "true" | "false" | "null"'
+            )
+            self.rules["json_object"] = f'"{{" {w} "}}" | "{{" json_member ("," json_member)* "}}"'
+            self.rules["json_member"] = (
+                f'{w} {regex_terminal(chr(34) + ANY_CHAR + "*" + chr(34))} {w} ":" {w} json_value {w}'
+            )
+            self.rules["json_array"] = f'"[" {w} "]" | "[" json_item ("," json_item)* "]"'
+            self.rules["json_item"] = f"{w} json_value {w}"
+        return "json_value"

@@ -1,0 +1,299 @@
+"""Objects and arrays as small state machines written out as Lark rules.
+
+An object is its declared properties in schema order (each present or, if optional, skipped)
+followed by any further members the schema allows; an array is its items by position. Counting
+keywords (``minProperties``, ``maxItems``, ``minContains``, ...) become a counter in the state.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, Any
+
+from ...errors import GrammarError
+from .keywords import canonical, is_trivial
+from .strings import key_not_in, literal, pattern_regex, regex_terminal
+
+if TYPE_CHECKING:
+    from .compiler import Compiler
+
+__all__ = ["ObjectBuilder"]
+
+MAX_STATES = 20000
+State = Hashable
+
+
+def _count(s: dict[str, Any], k: str, ptr: str, default: int | None) -> int | None:
+    v = s.get(k, default)
+    if v is None:
+        return None
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+        raise GrammarError(f"at {ptr or '/'}: {k} must be a non-negative integer, got {v!r}")
+    return v
+
+
+class ObjectBuilder:
+    def __init__(self, c: Compiler) -> None:
+        self.c = c
+
+    # ---- generic machine -> rules -------------------------------------------------------------------
+
+    def machine(
+        self,
+        start: State,
+        trans: Callable[[State], list[tuple[str, State]]],
+        accept: Callable[[State], bool],
+        hint: str,
+    ) -> str | None:
+        """Rules for the sequences accepted from ``start``: an expression, "" (empty only) or None."""
+        edges: dict[State, list[tuple[str, State]]] = {}
+        todo = [start]
+        while todo:
+            st = todo.pop()
+            if st in edges:
+                continue
+            if len(edges) > MAX_STATES:
+                raise OverflowError
+            edges[st] = trans(st)
+            todo += [n for _, n in edges[st] if n not in edges]
+        nullable = {st for st in edges if accept(st)}
+        solid: set[State] = set()  # states with a non-empty derivation
+        changed = True
+        while changed:
+            changed = False
+            for st, out in edges.items():
+                if st not in nullable and any(e == "" and n in nullable for e, n in out):
+                    nullable.add(st)
+                    changed = True
+                live_next = any((e != "" and (n in nullable or n in solid)) or (e == "" and n in solid)
+                                for e, n in out)
+                if st not in solid and live_next:
+                    solid.add(st)
+                    changed = True
+        if start not in solid:
+            return "" if start in nullable else None
+        names = {st: f"{hint}{len(self.c.rules)}_{i}" for i, st in enumerate(x for x in edges if x in solid)}
+
+        def ref(st: State) -> str:
+            if st not in solid:
+                return ""
+            return names[st] + ("?" if st in nullable else "")
+
+        for st in names:
+            alts = []
+            for e, n in edges[st]:
+                if e == "" and n in solid:
+                    alts.append(names[n])
+                elif e != "" and (n in solid or n in nullable):
+                    alts.append(f"{e} {ref(n)}".strip())
+            self.c.rules[names[st]] = " | ".join(dict.fromkeys(alts))
+        return ref(start)
+
+    # ---- arrays -----------------------------------------------------------------------------------
+
+    def array(self, s: dict[str, Any], ptr: str, resolver: Any) -> str | None:
+        c = self.c
+        w = c.ws
+        prefix = s.get("prefixItems", [])
+        items = s["items"] if "items" in s else s.get("unevaluatedItems", True)
+        lo = _count(s, "minItems", ptr, 0) or 0
+        hi = _count(s, "maxItems", ptr, None)
+        contains = s.get("contains")
+        need = _count(s, "minContains", ptr, 1) if contains is not None else 0
+        if contains is not None and "maxContains" in s:
+            mc = _count(s, "maxContains", ptr, None)
+            if mc is not None and (hi is None or mc < hi):
+                c.unsupported("maxContains", ptr, "maxContains below maxItems is not supported")
+        if s.get("uniqueItems") is True and (hi is None or hi > 1):
+            c.unsupported("uniqueItems", ptr, "uniqueItems is not supported (not a context-free constraint)")
+        need = need or 0
+        cache: dict[tuple[int, bool], str | None] = {}
+
+        def item(i: int, matched: bool) -> str | None:
+            key = (min(i, len(prefix)), matched)
+            if key not in cache:
+                sch = prefix[i] if i < len(prefix) else items
+                sp = f"{ptr}/prefixItems/{i}" if i < len(prefix) else f"{ptr}/items"
+                if matched:
+                    sch = {"allOf": [sch, contains]}
+                    cache[key] = c.synthetic(sch, sp, resolver)
+                else:
+                    cache[key] = c.value(sch, sp, resolver)
+            return cache[key]
+
+        cap = hi if hi is not None else max(len(prefix), lo, 1)
+
+        def trans(st: State) -> list[tuple[str, State]]:
+            i, k = st  # type: ignore[misc]
+            if hi is not None and i >= hi:
+                return []
+            out = []
+            sep = '"," ' if i > 0 else ""
+            nxt = min(i + 1, cap)
+            for matched in ((False, True) if k < need else (False,)):
+                x = item(i, matched)
+                if x is not None:
+                    out.append((f"{sep}{w} {x} {w}", (nxt, k + 1 if matched else k)))
+            return out
+
+        def accept(st: State) -> bool:
+            i, k = st  # type: ignore[misc]
+            return bool(i >= lo and k >= need and i > 0)
+
+        try:
+            body = self.machine((0, 0), trans, accept, "a")
+        except OverflowError:
+            c.unsupported("maxItems", ptr, "too many counting states for this array")
+            return None
+        alts = []
+        if lo == 0 and need == 0:
+            alts.append(f'"[" {w} "]"')
+        if body:
+            alts.append(f'"[" {body} "]"')
+        return " | ".join(alts) if alts else c.empty(ptr, "no array fits minItems/maxItems/contains")
+
+    # ---- objects ----------------------------------------------------------------------------------
+
+    def object(self, s: dict[str, Any], ptr: str, resolver: Any, forbidden: list[str]) -> str | None:
+        c = self.c
+        w = c.ws
+        props = s.get("properties", {})
+        if not isinstance(props, dict):
+            raise GrammarError(f"at {ptr or '/'}: properties must be an object")
+        required = list(s.get("required", []))
+        pats = s.get("patternProperties", {})
+        if "additionalProperties" in s:
+            addl = s["additionalProperties"]
+        else:
+            addl = s.get("unevaluatedProperties", True)
+        pnames = s.get("propertyNames", True)
+        lo = _count(s, "minProperties", ptr, 0) or 0
+        hi = _count(s, "maxProperties", ptr, None)
+        for p in pats:
+            try:
+                re.compile(p)
+            except re.error:
+                c.unsupported("patternProperties", ptr, f"pattern {p!r} is not a Python regex")
+        members: list[tuple[str, bool]] = []
+        declared = list(dict.fromkeys([*props, *required]))
+        for key in declared:
+            req = key in required
+            parts = [props[key]] if key in props else []
+            matched = [v for p, v in pats.items() if _search(p, key)]
+            parts += matched
+            if key not in props and not matched:
+                parts.append(addl)
+            ok = key not in forbidden and (is_trivial(pnames) or c.validates(pnames, key, resolver))
+            sch: Any = parts[0] if len(parts) == 1 else {"allOf": parts}
+            val = None
+            if ok:
+                kp = f"{ptr}/properties/{key}"
+                val = c.value(sch, kp, resolver) if len(parts) == 1 else c.synthetic(sch, kp, resolver)
+            if val is None:
+                if req:
+                    return c.empty(ptr, f"required property {key!r} cannot have a value")
+                continue
+            k_term = regex_terminal('"' + literal(key) + '"')
+            members.append((f'{w} {k_term} {w} ":" {w} {val} {w}', req))
+        extra = self.extras(pats, addl, pnames, declared + forbidden, ptr, resolver)
+        n = len(members)
+        cap = hi if hi is not None else max(lo, 1)
+
+        def trans(st: State) -> list[tuple[str, State]]:
+            i, k = st  # type: ignore[misc]
+            out = []
+            sep = '"," ' if k > 0 else ""
+            room = hi is None or k < hi
+            if i < n:
+                m, req = members[i]
+                if room:
+                    out.append((sep + m, (i + 1, min(k + 1, cap))))
+                if not req:
+                    out.append(("", (i + 1, k)))
+            elif extra is not None and room:
+                out.append((sep + extra, (n, min(k + 1, cap))))
+            return out
+
+        def accept(st: State) -> bool:
+            i, k = st  # type: ignore[misc]
+            return bool(i == n and k >= lo and k > 0)
+
+        try:
+            body = self.machine((0, 0), trans, accept, "o")
+        except OverflowError:
+            c.unsupported("maxProperties", ptr, "too many counting states for this object")
+            return None
+        alts = []
+        if lo == 0 and not any(req for _, req in members):
+            alts.append(f'"{{" {w} "}}"')
+        if body:
+            alts.append(f'"{{" {body} "}}"')
+        return " | ".join(alts) if alts else c.empty(ptr, "no object fits the property constraints")
+
+    def extras(
+        self, pats: dict[str, Any], addl: Any, pnames: Any, taken: list[str], ptr: str, resolver: Any
+    ) -> str | None:
+        """One further member (key not declared), or None when no further member is allowed."""
+        c = self.c
+        w = c.ws
+        if pnames is False:
+            return None
+        key_re: str | None = None
+        val: str | None = None
+        if not pats:
+            if addl is False:
+                return None
+            val = c.value(addl, f"{ptr}/additionalProperties", resolver)
+            if is_trivial(pnames):
+                key_re = key_not_in(taken)
+            else:
+                key_re = self.names_regex(pnames, taken, ptr, resolver)
+        elif addl is False:
+            if not is_trivial(pnames):
+                c.unsupported("propertyNames", ptr, "propertyNames together with patternProperties")
+            if any(_search(p, k) for p in pats for k in taken):
+                c.unsupported("patternProperties", ptr, "a declared property also matches a patternProperties "
+                              "pattern, so further keys matching it cannot be told apart")
+            schemas = {canonical(v) for v in pats.values()}
+            if len(schemas) > 1:
+                c.unsupported("patternProperties", ptr, "several patternProperties with different schemas")
+            val = c.value(next(iter(pats.values())), f"{ptr}/patternProperties", resolver)
+            key_re = "(?:" + "|".join(pattern_regex(p, f"{ptr}/patternProperties")[0] for p in pats) + ")"
+        else:
+            if not (is_trivial(addl) and all(is_trivial(v) for v in pats.values())):
+                c.unsupported("patternProperties", ptr, "patternProperties with additionalProperties other "
+                              "than false needs a regex complement, which is not supported")
+            val = c.value(addl, f"{ptr}/additionalProperties", resolver)
+            key_re = key_not_in(taken)
+        if val is None or key_re is None:
+            return None
+        k_term = regex_terminal('"' + key_re + '"')
+        return f'{w} {k_term} {w} ":" {w} {val} {w}'
+
+    def names_regex(self, pnames: Any, taken: list[str], ptr: str, resolver: Any) -> str | None:
+        c = self.c
+        p = f"{ptr}/propertyNames"
+        if isinstance(pnames, dict) and ("enum" in pnames or "const" in pnames):
+            vals = pnames.get("enum", [pnames.get("const")])
+            keys = [v for v in vals if isinstance(v, str) and v not in taken and c.validates(pnames, v, resolver)]
+            return "(?:" + "|".join(literal(k) for k in keys) + ")" if keys else None
+        if any(c.validates(pnames, k, resolver) for k in taken):
+            c.unsupported("propertyNames", ptr, "a declared property name also satisfies propertyNames")
+        flat = c.flatten(pnames, p, resolver)
+        if flat is None:
+            return None
+        if set(flat) - {"type", "pattern", "minLength", "maxLength", "format"}:
+            c.unsupported("propertyNames", ptr, "only string keywords are supported in propertyNames")
+        if "type" in flat and "string" not in flat["type"]:
+            return None
+        return c.string_body(flat, p)
+
+
+def _search(p: str, key: str) -> bool:
+    try:
+        return re.search(p, key) is not None
+    except re.error:
+        return False

@@ -1,0 +1,374 @@
+"""Regexes over the JSON text of strings: characters, literals, key sets, ``pattern`` and lengths.
+
+Characters inside a string are sets of code points, encoded as the JSON text that decodes to them.
+Constrained strings (a ``pattern``, a literal, a property name) use the forms ``json.dumps`` writes
+(raw characters, the short escapes, ``\\u00XX`` for control characters, ``\\/`` for ``/``); plain
+strings also accept every ``\\uXXXX`` escape, surrogate pairs counted as one character.
+
+``pattern`` is JSON Schema's (ECMA 262) regex, which ``jsonschema`` runs with Python's ``re.search``.
+Where the two dialects differ the translation takes what both accept (``\\d`` is ``[0-9]``, ``.``
+excludes all four line terminators, ``$`` is the end of the string), so a string accepted here
+passes both; constructs that are not regular or have no exact translation are refused.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterable
+from functools import lru_cache
+from typing import Any
+
+from ...errors import UnsupportedSchemaError
+
+if sys.version_info >= (3, 11):
+    import re._constants as sre_c
+    import re._parser as sre_p
+else:  # pragma: no cover
+    import sre_constants as sre_c
+    import sre_parse as sre_p
+
+__all__ = ["ANY_CHAR", "NOTHING", "encode_set", "key_not_in", "literal", "pattern_regex", "plain_string", "regex_terminal"]
+
+MAXC = 0x10FFFF
+Ranges = list[tuple[int, int]]
+
+NOTHING = r"[^\x00-\U0010ffff]"  # the empty language, without lookaround
+ANY_CHAR = (
+    r'(?:[^"\\\x00-\x1f\ud800-\udfff]|\\(?:["\\/bfnrt]|u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}'
+    r"|[dD][0-7][0-9a-fA-F]{2}|[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})))"
+)
+_SHORT = {0x22: '"', 0x5C: r"\\", 0x2F: "/", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t"}
+_LINE_TERMINATORS: Ranges = [(0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)]
+_ECMA_SPACE: Ranges = [
+    (0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A), (0x2028, 0x2029),
+    (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000), (0xFEFF, 0xFEFF),
+]  # fmt: skip
+
+
+def _norm(r: Iterable[tuple[int, int]]) -> Ranges:
+    out: Ranges = []
+    for lo, hi in sorted(r):
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def _complement(r: Ranges) -> Ranges:
+    out: Ranges = []
+    prev = 0
+    for lo, hi in _norm(r):
+        if lo > prev:
+            out.append((prev, lo - 1))
+        prev = hi + 1
+    if prev <= MAXC:
+        out.append((prev, MAXC))
+    return out
+
+
+def _intersect(a: Ranges, b: Ranges) -> Ranges:
+    return _complement(_complement(a) + _complement(b))
+
+
+@lru_cache(maxsize=None)
+def _py_set(kind: str) -> tuple[tuple[int, int], ...]:
+    """Code points Python's ``re`` puts in ``\\d`` / ``\\w`` / ``\\s`` (str patterns)."""
+    test = {"d": str.isdecimal, "w": lambda c: c.isalnum() or c == "_", "s": str.isspace}[kind]
+    out: Ranges = []
+    for cp in range(MAXC + 1):
+        if test(chr(cp)):
+            out.append((cp, cp))
+    return tuple(_norm(out))
+
+
+def _category(cat: Any, superset: bool) -> Ranges:
+    """A category as code points: the intersection of both dialects, or their union if ``superset``."""
+    name = str(cat).upper()
+    neg = "NOT_" in name
+    kind = "d" if "DIGIT" in name else "w" if "WORD" in name else "s" if "SPACE" in name else ""
+    if not kind:
+        raise ValueError(name)
+    ecma = {"d": [(0x30, 0x39)], "w": [(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)]}.get(
+        kind, _ECMA_SPACE
+    )
+    py = list(_py_set(kind))
+    # For a positive category the small set is the intersection; negated, the complement of the union.
+    if neg:
+        return _complement(_norm(ecma + py)) if not superset else _complement(_intersect(ecma, py))
+    return _intersect(ecma, py) if not superset else _norm(ecma + py)
+
+
+def _class_char(cp: int) -> str:
+    if 0x30 <= cp <= 0x39 or 0x41 <= cp <= 0x5A or 0x61 <= cp <= 0x7A:
+        return chr(cp)
+    if 0x20 <= cp < 0x7F:  # lark turns \xNN into the raw character, so escape punctuation directly
+        return "\\" + chr(cp)
+    return f"\\x{cp:02x}" if cp < 0x100 else f"\\u{cp:04x}" if cp < 0x10000 else f"\\U{cp:08x}"
+
+
+def _hex_digit(n: int) -> str:
+    h = f"{n:x}"
+    return f"[{h}{h.upper()}]" if h.isalpha() else h
+
+
+def encode_set(r: Ranges) -> str | None:
+    """Regex for the JSON text of one character from the set ``r`` (None if empty)."""
+    r = _norm(r)
+    raw = _intersect(r, _complement([(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0xD800, 0xDFFF)]))
+    alts: list[str] = []
+    if raw:
+        body = "".join(
+            _class_char(lo) if lo == hi else f"{_class_char(lo)}-{_class_char(hi)}" for lo, hi in raw
+        )
+        alts.append(body if len(raw) == 1 and raw[0][0] == raw[0][1] else f"[{body}]")
+    escapes: list[str] = []
+    for cp, short in _SHORT.items():
+        if _contains(r, cp):
+            escapes.append(re.escape(short) if short != r"\\" else r"\\")
+    controls = [cp for cp in range(0x20) if _contains(r, cp)]
+    for hi in (0, 1):
+        lows = [cp & 0xF for cp in controls if cp >> 4 == hi]
+        if lows:
+            cls = "".join(_hex_digit(n) for n in lows)
+            escapes.append(f"u00{hi}" + (cls if len(lows) == 1 else f"(?:{'|'.join(_hex_digit(n) for n in lows)})"))
+    if escapes:
+        alts.append(r"\\" + (escapes[0] if len(escapes) == 1 else "(?:" + "|".join(escapes) + ")"))
+    if not alts:
+        return None
+    return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+
+
+def _contains(r: Ranges, cp: int) -> bool:
+    return any(lo <= cp <= hi for lo, hi in r)
+
+
+def literal(s: str) -> str:
+    """Regex for the JSON text (without quotes) of the string ``s``."""
+    return "".join(encode_set([(ord(c), ord(c))]) or "" for c in s)
+
+
+def _group(alts: list[str]) -> str:
+    return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+
+
+_DOT = encode_set(_complement(_LINE_TERMINATORS)) or ""
+_ANY_CANON = encode_set([(0, MAXC)]) or ""
+
+
+def key_not_in(words: Iterable[str]) -> str:
+    """Regex for the JSON text of any string (canonical forms) that is not one of ``words``."""
+    trie: dict[str, Any] = {}
+    for w in words:
+        node = trie
+        for c in w:
+            node = node.setdefault(c, {})
+        node[""] = True
+
+    def walk(node: dict[str, Any]) -> str:
+        alts = []
+        kids = sorted(k for k in node if k)
+        for k in kids:
+            alts.append(literal(k) + walk(node[k]))
+        other = encode_set(_complement([(ord(k), ord(k)) for k in kids]))
+        if other:
+            alts.append(other + f"{_ANY_CANON}*")
+        if "" not in node:
+            alts.append("")
+        return _group(alts) if alts else NOTHING
+
+    return walk(trie)
+
+
+# ---- pattern translation ---------------------------------------------------------------------------
+
+
+class _Refuse(Exception):
+    pass
+
+
+def _in_set(items: list[tuple[Any, Any]], superset: bool) -> Ranges:
+    neg = False
+    out: Ranges = []
+    for op, av in items:
+        if op is sre_c.NEGATE:
+            neg = True
+        elif op is sre_c.LITERAL:
+            out.append((av, av))
+        elif op is sre_c.RANGE:
+            out.append((av[0], av[1]))
+        elif op is sre_c.CATEGORY:
+            out += _category(av, superset != neg)
+        else:
+            raise _Refuse(f"class item {op}")
+    return _complement(out) if neg else _norm(out)
+
+
+def _translate(sub: Any) -> tuple[str, int, int | None]:
+    """(regex over JSON text, min chars, max chars) of a parsed pattern sequence."""
+    parts: list[str] = []
+    lo, hi = 0, 0
+    for op, av in sub:
+        if op is sre_c.LITERAL:
+            r, a, b = encode_set([(av, av)]) or NOTHING, 1, 1
+        elif op is sre_c.NOT_LITERAL:
+            r, a, b = encode_set(_complement([(av, av)])) or NOTHING, 1, 1
+        elif op is sre_c.IN:
+            r, a, b = encode_set(_in_set(av, False)) or NOTHING, 1, 1
+        elif op is sre_c.ANY:
+            r, a, b = _DOT, 1, 1
+        elif op in (sre_c.MAX_REPEAT, sre_c.MIN_REPEAT):
+            rmin, rmax, body = av
+            inner, ia, ib = _translate(body)
+            top = None if rmax is sre_c.MAXREPEAT else rmax
+            r = f"(?:{inner})" + (
+                "*" if (rmin, top) == (0, None) else "+" if (rmin, top) == (1, None) else "?"
+                if (rmin, top) == (0, 1) else f"{{{rmin},}}" if top is None else f"{{{rmin},{top}}}"
+            )
+            a, b = ia * rmin, (None if top is None or ib is None else ib * top)
+            if top == 0:
+                r, a, b = "", 0, 0
+        elif op is sre_c.SUBPATTERN:
+            if av[1] or av[2]:
+                raise _Refuse("inline flags")
+            inner, a, b = _translate(av[3])
+            r = f"(?:{inner})"
+        elif op is sre_c.BRANCH:
+            branches = [_translate(s) for s in av[1]]
+            r = "(?:" + "|".join(x[0] for x in branches) + ")"
+            a = min(x[1] for x in branches)
+            tops = [x[2] for x in branches]
+            b = None if None in tops else max(t for t in tops if t is not None)
+        else:
+            raise _Refuse(f"{op}".lower())
+        parts.append(r)
+        lo += a
+        hi = None if hi is None or b is None else hi + b
+    return "".join(parts), lo, hi
+
+
+_START = {sre_c.AT_BEGINNING, sre_c.AT_BEGINNING_STRING}
+_END = {sre_c.AT_END, sre_c.AT_END_STRING}
+
+
+def _branches(parsed: Any) -> list[Any]:
+    items = list(parsed)
+    if len(items) == 1 and items[0][0] is sre_c.BRANCH:
+        return [list(b) for b in items[0][1][1]]
+    if len(items) == 1 and items[0][0] is sre_c.SUBPATTERN and not (items[0][1][1] or items[0][1][2]):
+        inner = list(items[0][1][3])
+        if len(inner) == 1 and inner[0][0] is sre_c.BRANCH:
+            return [list(b) for b in inner[0][1][1]]
+    return [items]
+
+
+def _anchored(seq: list[Any]) -> tuple[bool, bool, list[Any]]:
+    start = bool(seq) and seq[0][0] is sre_c.AT and seq[0][1] in _START
+    if start:
+        seq = seq[1:]
+    end = bool(seq) and seq[-1][0] is sre_c.AT and seq[-1][1] in _END
+    if end:
+        seq = seq[:-1]
+    if len(seq) == 1 and seq[0][0] is sre_c.SUBPATTERN and not (seq[0][1][1] or seq[0][1][2]):
+        s2, e2, inner = _anchored(list(seq[0][1][3]))
+        if s2 or e2:
+            return start or s2, end or e2, inner
+    return start, end, seq
+
+
+def pattern_regex(
+    pattern: str, pointer: str, min_len: int = 0, max_len: int | None = None
+) -> tuple[str, bool]:
+    """Regex for the JSON text of strings in which ``pattern`` is found (``re.search``).
+
+    Returns (regex, lengths_enforced). Lengths are enforced when the pattern makes them redundant or
+    when they fold into the pattern's one variable repetition; otherwise the caller must refuse.
+    """
+    try:
+        parsed = sre_p.parse(pattern)
+    except (re.error, OverflowError, RecursionError) as e:
+        raise UnsupportedSchemaError(f"pattern {pattern!r} is not a Python regex: {e}", keyword="pattern",
+                                     pointer=pointer) from None
+    try:
+        alts = []
+        widths = []
+        for seq in _branches(parsed):
+            start, end, body = _anchored(seq)
+            r, a, b = _translate(body)
+            pre, post = ("" if start else f"{_ANY_CANON}*"), ("" if end else f"{_ANY_CANON}*")
+            alts.append(pre + r + post)
+            widths.append((a, b if start and end else None))
+    except (_Refuse, ValueError) as e:
+        raise UnsupportedSchemaError(
+            f"pattern {pattern!r} uses a construct with no exact regular translation ({e})",
+            keyword="pattern", pointer=pointer,
+        ) from None
+    regex = _group(alts)
+    lengths_ok = all(a >= min_len and (max_len is None or (b is not None and b <= max_len)) for a, b in widths)
+    if not lengths_ok and len(alts) == 1 and (min_len or max_len is not None):
+        folded = _fold_lengths(_branches(parsed)[0], min_len, max_len)
+        if folded is not None:
+            return folded, True
+    return regex, lengths_ok
+
+
+def _fold_lengths(seq: list[Any], min_len: int, max_len: int | None) -> str | None:
+    """``^ fixed* (single-char class){m,n} fixed* $`` with the length bounds moved into {m,n}."""
+    start, end, body = _anchored(seq)
+    if not (start and end):
+        return None
+    fixed = 0
+    var = None
+    for i, (op, av) in enumerate(body):
+        if op in (sre_c.MAX_REPEAT, sre_c.MIN_REPEAT):
+            inner = _translate(av[2])
+            if var is not None or inner[1] != 1 or inner[2] != 1:
+                return None
+            var = i
+        else:
+            _, a, b = _translate([(op, av)])
+            if a != b:
+                return None
+            fixed += a
+    if var is None:
+        return None
+    rmin, rmax, item = body[var][1]
+    top = None if rmax is sre_c.MAXREPEAT else rmax
+    lo = max(rmin, min_len - fixed)
+    hi = top if max_len is None else (max_len - fixed if top is None else min(top, max_len - fixed))
+    if hi is not None and lo > hi:
+        return NOTHING
+    inner = _translate(item)[0]
+    rep = f"{{{lo},}}" if hi is None else f"{{{lo},{hi}}}"
+    left = _translate(body[:var])[0]
+    right = _translate(body[var + 1 :])[0]
+    return f"{left}(?:{inner}){rep}{right}"
+
+
+def plain_string(min_len: int, max_len: int | None) -> str:
+    """Regex for the JSON text of any string of min_len..max_len characters."""
+    if (min_len, max_len) == (0, None):
+        return f"{ANY_CHAR}*"
+    rep = f"{{{min_len},}}" if max_len is None else f"{{{min_len},{max_len}}}"
+    return f"{ANY_CHAR}{rep}"
+
+
+def regex_terminal(r: str) -> str:
+    """A Lark ``/regex/`` literal for the Python regex ``r``.
+
+    lark unescapes the literal before compiling it and mangles a quote that follows an escaped
+    backslash, so quotes are written ``\\x22``; a ``/`` gets a backslash.
+    """
+    out = []
+    i = 0
+    while i < len(r):
+        ch = r[i]
+        if ch == "\\" and i + 1 < len(r):
+            nxt = r[i + 1]
+            out.append("\\x22" if nxt == '"' else "\\/" if nxt == "/" else r[i : i + 2])
+            i += 2
+            continue
+        out.append("\\x22" if ch == '"' else "\\/" if ch == "/" else ch)
+        i += 1
+    return "/" + "".join(out) + "/"
