@@ -1,0 +1,172 @@
+"""Hugging Face transformers adapter: a ``LogitsProcessor`` that keeps ``model.generate`` in a grammar.
+
+Usage::
+
+    vocab = gm.Vocabulary.from_hf(tokenizer, size=model.config.vocab_size)
+    compiled = grammar.compile(vocab)
+    out = model.generate(**inputs, logits_processor=[GrammarLogitsProcessor(compiled)],
+                         eos_token_id=vocab.eos_token_id, max_new_tokens=200)
+
+torch is imported only when the processor is first called, and transformers not at all (the processor
+follows its ``LogitsProcessor`` call protocol without subclassing it), so importing this module is
+cheap and ``import grammarmask`` never pulls in either.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..errors import GrammarError, TokenRejected
+from ..grammar import CompiledGrammar, Matcher
+
+__all__ = ["GrammarLogitsProcessor"]
+
+
+class GrammarLogitsProcessor:
+    """Masks each row's scores to the tokens its grammar allows (``-inf`` elsewhere).
+
+    Lifecycle: create one processor per ``generate`` call. On the first call the prompt length is
+    taken from ``input_ids`` (unless ``prompt_length`` is given); every row's generated tokens are
+    ``input_ids[row, prompt_length:]``. Each distinct generated sequence gets a matcher, created
+    lazily and advanced by the tokens appended since the previous call (forked when several rows
+    share a history), so several rows, ``num_return_sequences``, and beam search (which reorders rows
+    between steps) all work. A row that already took EOS keeps only EOS legal (transformers pads it).
+    ``reset()`` makes the processor reusable for a new prompt.
+
+    Parameters
+    ----------
+    compiled_grammar
+        The grammar compiled for the tokenizer's vocabulary (built with the model's vocabulary size,
+        or a smaller one: score columns past ``vocab.size`` are padding and always masked).
+    prompt_length
+        Tokens of ``input_ids`` that are prompt (default: the length at the first call).
+
+    Raises (from ``__call__``)
+    --------------------------
+    GrammarError
+        ``scores`` narrower than the vocabulary, or ``input_ids`` shorter than the prompt.
+    TokenRejected
+        A row holds a token the grammar forbids (the scores were not masked by this processor).
+    NoLegalContinuation
+        A row's grammar dead-ended.
+    """
+
+    def __init__(self, compiled_grammar: CompiledGrammar, *, prompt_length: int | None = None) -> None:
+        if not isinstance(compiled_grammar, CompiledGrammar):
+            raise GrammarError(
+                "GrammarLogitsProcessor needs a CompiledGrammar (grammar.compile(vocab)), "
+                f"got {type(compiled_grammar).__name__}"
+            )
+        if prompt_length is not None and prompt_length < 0:
+            raise GrammarError(f"prompt_length must be >= 0, got {prompt_length}")
+        self.compiled = compiled_grammar
+        self.vocab = compiled_grammar.vocab
+        self.prompt_length = prompt_length
+        self._initial_prompt_length = prompt_length
+        self._matchers: dict[tuple[int, ...], Matcher] = {}
+        self._words: npt.NDArray[np.int32] = np.zeros((0, self.vocab.n_words), np.int32)
+        self._shifts: Any = None
+
+    def __repr__(self) -> str:
+        return f"<GrammarLogitsProcessor {type(self.compiled).__name__} rows={len(self._matchers)}>"
+
+    def reset(self) -> None:
+        """Forget every row (and the prompt length, unless it was given)."""
+        self._matchers = {}
+        self.prompt_length = self._initial_prompt_length
+
+    def matchers(self) -> dict[tuple[int, ...], Matcher]:
+        """The live matchers, keyed by each row's generated token ids (for inspection)."""
+        return dict(self._matchers)
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        batch, length = int(input_ids.shape[0]), int(input_ids.shape[1])
+        width = int(scores.shape[-1])
+        if width < self.vocab.size:
+            raise GrammarError(
+                f"the scores have {width} columns but the vocabulary has {self.vocab.size} tokens"
+            )
+        if self.prompt_length is None:
+            self.prompt_length = length
+        if length < self.prompt_length:
+            raise GrammarError(
+                f"input_ids have {length} columns, fewer than the prompt length {self.prompt_length}: "
+                "call reset() before reusing the processor for a new prompt"
+            )
+        keys = [tuple(r) for r in input_ids[:, self.prompt_length :].tolist()]
+        current = self._advance_rows(keys)
+        words = self._buffer(batch)
+        eos = self.vocab.eos_token_id
+        for row, key in enumerate(keys):
+            m = current[key]
+            if m.is_finished():
+                words[row] = 0
+                words[row, eos >> 5] = np.int32(np.uint32(1 << (eos & 31)).view(np.int32))
+            else:
+                m.fill_mask(words, row)
+        self._matchers = current
+        legal = self._unpack(torch, words, scores.device, width)
+        return scores.masked_fill(~legal, float("-inf"))
+
+    # --- internals -------------------------------------------------------------------------------
+
+    def _advance_rows(self, keys: list[tuple[int, ...]]) -> dict[tuple[int, ...], Matcher]:
+        distinct = list(dict.fromkeys(keys))
+        sharing = Counter(k[:-1] for k in distinct if k)
+        current: dict[tuple[int, ...], Matcher] = {}
+        for key in distinct:
+            m = self._matchers.get(key)
+            if m is None:
+                m = self._from_parent(key, sharing)
+            current[key] = m
+        return current
+
+    def _from_parent(self, key: tuple[int, ...], sharing: Counter[tuple[int, ...]]) -> Matcher:
+        parent = self._matchers.get(key[:-1]) if key else None
+        if parent is None:  # a row we have not seen: replay its tokens
+            m = self.compiled.matcher()
+            for t in key:
+                if m.is_finished():
+                    break  # tokens after EOS are padding
+                self._advance(m, t, key)
+            return m
+        if parent.is_finished():
+            return parent
+        m = parent.fork() if sharing[key[:-1]] > 1 else parent
+        self._advance(m, key[-1], key)
+        return m
+
+    @staticmethod
+    def _advance(m: Matcher, token: int, key: tuple[int, ...]) -> None:
+        try:
+            m.advance(token)
+        except TokenRejected as e:
+            raise TokenRejected(
+                token, f"generated token {len(key)} of a row is not allowed by the grammar ({e})"
+            ) from e
+
+    def _buffer(self, batch: int) -> npt.NDArray[np.int32]:
+        if self._words.shape[0] != batch:
+            self._words = np.zeros((batch, self.vocab.n_words), np.int32)
+        return self._words
+
+    def _unpack(self, torch: Any, words: npt.NDArray[np.int32], device: Any, width: int) -> Any:
+        """Packed words -> a [batch, width] bool tensor on ``device`` (padding columns False)."""
+        if self._shifts is None or self._shifts.device != device:
+            self._shifts = torch.arange(32, dtype=torch.int32, device=device)
+        w = torch.from_numpy(words).to(device)
+        bits = ((w.unsqueeze(-1) >> self._shifts) & 1).bool().reshape(words.shape[0], -1)
+        size = self.vocab.size
+        if bits.shape[1] >= width:
+            bits = bits[:, :width]
+            if width > size:
+                bits[:, size:] = False
+            return bits
+        pad = torch.zeros(words.shape[0], width - bits.shape[1], dtype=torch.bool, device=device)
+        return torch.cat([bits, pad], dim=1)
