@@ -1,0 +1,247 @@
+"""Hypothesis strategies for any grammar: valid documents, viable prefixes and legal token paths.
+
+They need no knowledge of the backend: each walks the grammar's own mask. Documents and prefixes are
+drawn byte by byte over a byte-level vocabulary (:func:`grammarmask.testing.byte_vocabulary`), so every
+string the grammar accepts can be drawn; token paths walk the mask of a real vocabulary.
+
+Every choice is an integer index into the legal set, with "stop here" (EOS) first and bytes in
+ascending order, so hypothesis shrinks toward short documents made of small bytes. After ``max_size``
+bytes the walk steers toward completion: it follows forced bytes, takes EOS as soon as it is legal,
+and otherwise searches (breadth first, bounded) for the shortest way to a complete sentence.
+
+Examples
+--------
+>>> import re
+>>> import grammarmask as gm
+>>> from hypothesis import given
+>>> from grammarmask.strategies import from_grammar
+>>> @given(from_grammar(gm.Regex(r"[a-z]+(,[a-z]+)*")))
+... def test_csv_words(doc):
+...     assert re.fullmatch(r"[a-z]+(,[a-z]+)*", doc)
+>>> test_csv_words()
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import deque
+from typing import Any
+
+import numpy as np
+from hypothesis import assume
+from hypothesis import strategies as st
+
+from .errors import GrammarError, NoLegalContinuation
+from .grammar import CompiledGrammar, Grammar, Matcher
+from .testing import byte_vocabulary
+from .vocab import Vocabulary
+
+__all__ = ["byte_vocab", "from_grammar", "prefixes", "token_paths"]
+
+_EOS = 0  # byte_vocabulary(): EOS is id 0 and byte b is id b + 1
+# bytes that often close a construct: tried first when steering toward completion
+_CLOSERS = b"\"')]}>\n;,."
+
+
+@functools.lru_cache(maxsize=1)
+def byte_vocab() -> Vocabulary:
+    """The shared byte-level vocabulary the strategies compile grammars against (EOS = id 0)."""
+    return byte_vocabulary()
+
+
+def _compile(grammar: Grammar | CompiledGrammar) -> CompiledGrammar:
+    if isinstance(grammar, CompiledGrammar):
+        tb = grammar.vocab.token_bytes
+        if (
+            len(tb) < 257
+            or grammar.vocab.eos_token_id != _EOS
+            or any(tb[b + 1] != bytes([b]) for b in range(256))
+        ):
+            raise GrammarError("from_grammar/prefixes need a Grammar, or one compiled on byte_vocab()")
+        return grammar
+    if not isinstance(grammar, Grammar):
+        raise GrammarError(f"expected a grammarmask Grammar, got {type(grammar).__name__}")
+    return grammar.compile(byte_vocab())
+
+
+def _legal_bytes(m: Matcher) -> list[int]:
+    ids = m.mask().token_ids()
+    return [int(t) - 1 for t in ids if 0 < t <= 256]
+
+
+def _finish(compiled: CompiledGrammar, state: Any, budget: int) -> bytes | None:
+    """A shortest byte string taking ``state`` to a complete sentence (breadth first over states,
+    at most ``budget`` steps tried; closing punctuation is tried first), or None."""
+    if compiled.is_accepting_state(state):
+        return b""
+    seen = {state}
+    queue: deque[tuple[Any, bytes]] = deque([(state, b"")])
+    tried = 0
+    while queue:
+        s, path = queue.popleft()
+        forced = compiled.forced_bytes(s)
+        if forced:
+            cands = [forced[0]]
+        else:
+            words = compiled.state_mask_words(s)
+            ids = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little"))
+            legal = [int(t) - 1 for t in ids if 0 < t <= 256]
+            cands = [b for b in _CLOSERS if b in legal] + [b for b in legal if b not in _CLOSERS]
+        for b in cands:
+            tried += 1
+            if tried > budget:
+                return None
+            n = compiled.advance_state(s, b + 1)
+            if n is None:
+                continue
+            if compiled.is_accepting_state(n):
+                return path + bytes([b])
+            try:
+                if n not in seen:
+                    seen.add(n)
+                    queue.append((n, path + bytes([b])))
+            except TypeError:  # an unhashable state: no deduplication
+                queue.append((n, path + bytes([b])))
+    return None
+
+
+@st.composite
+def _documents(
+    draw: Any, compiled: CompiledGrammar, max_size: int, encoding: str | None, finish_budget: int
+) -> Any:
+    m = compiled.matcher()
+    out = bytearray()
+    while True:
+        if m.is_accepting():
+            if len(out) >= max_size or not draw(st.booleans()):
+                break
+        elif len(out) >= max_size:
+            rest = _finish(compiled, m.state, finish_budget)
+            assume(rest is not None)  # no short completion found: hypothesis draws another walk
+            out += rest or b""
+            break
+        try:
+            legal = _legal_bytes(m)
+        except NoLegalContinuation:
+            assume(False)  # an intersection dead-ended: not a document
+        if not legal:
+            break
+        b = legal[draw(st.integers(0, len(legal) - 1))]
+        m.advance(b + 1)
+        out.append(b)
+    data = bytes(out)
+    if encoding is None:
+        return data
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError:
+        assume(False)
+        raise AssertionError("unreachable") from None
+
+
+def from_grammar(
+    grammar: Grammar | CompiledGrammar,
+    *,
+    max_size: int = 32,
+    encoding: str | None = "utf-8",
+    finish_budget: int = 20_000,
+) -> st.SearchStrategy[Any]:
+    """Complete sentences of ``grammar`` (any backend), as ``str`` (or ``bytes`` with ``encoding=None``).
+
+    Documents grow freely up to ``max_size`` bytes, then steer to the nearest completion, so nesting
+    depth stays bounded; hypothesis shrinks them toward short documents of small bytes. A walk whose
+    completion is not found within ``finish_budget`` search steps (or that dead-ends in an
+    intersection, or is not valid ``encoding``) is discarded, not returned.
+
+    Examples
+    --------
+    >>> import json
+    >>> from hypothesis import given
+    >>> import grammarmask as gm
+    >>> from grammarmask.strategies import from_grammar
+    >>> json_like = gm.Lark.from_file("grammars/json.lark")    # doctest: +SKIP
+    >>> @given(from_grammar(json_like, max_size=40))            # doctest: +SKIP
+    ... def test_parses(doc):
+    ...     json.loads(doc)
+    """
+    if not isinstance(max_size, int) or max_size < 0:
+        raise GrammarError(f"max_size must be an integer >= 0, got {max_size!r}")
+    return _documents(_compile(grammar), max_size, encoding, finish_budget)
+
+
+@st.composite
+def _prefixes(draw: Any, compiled: CompiledGrammar, max_size: int) -> bytes:
+    m = compiled.matcher()
+    out = bytearray()
+    while len(out) < max_size and draw(st.booleans()):
+        try:
+            legal = _legal_bytes(m)
+        except NoLegalContinuation:
+            break
+        if not legal:
+            break
+        b = legal[draw(st.integers(0, len(legal) - 1))]
+        m.advance(b + 1)
+        out.append(b)
+    return bytes(out)
+
+
+def prefixes(grammar: Grammar | CompiledGrammar, *, max_size: int = 32) -> st.SearchStrategy[bytes]:
+    """Viable prefixes of ``grammar`` (bytes that some sentence starts with), up to ``max_size`` bytes.
+
+    Shrinks toward ``b""``. Useful to test a mask at arbitrary points of a document::
+
+        @given(prefixes(g))
+        def test_mask_exact(prefix): ...
+    """
+    if not isinstance(max_size, int) or max_size < 0:
+        raise GrammarError(f"max_size must be an integer >= 0, got {max_size!r}")
+    return _prefixes(_compile(grammar), max_size)
+
+
+@st.composite
+def _token_paths(draw: Any, compiled: CompiledGrammar, max_tokens: int, allow_eos: bool) -> list[int]:
+    m = compiled.matcher()
+    eos = compiled.vocab.eos_token_id
+    path: list[int] = []
+    while len(path) < max_tokens and not m.is_finished():
+        try:
+            ids = m.mask().token_ids().tolist()
+        except NoLegalContinuation:
+            break
+        if eos in ids:
+            ids.remove(eos)
+            if allow_eos:
+                ids.insert(0, eos)
+        if not ids:
+            break
+        t = ids[draw(st.integers(0, len(ids) - 1))]
+        m.advance(t)
+        path.append(t)
+    return path
+
+
+def token_paths(
+    compiled: CompiledGrammar, *, max_tokens: int = 16, allow_eos: bool = True
+) -> st.SearchStrategy[list[int]]:
+    """Legal token-id sequences through ``compiled``'s mask (a real vocabulary), up to ``max_tokens``.
+
+    Each token is drawn from the mask before it, so every path is accepted by a fresh matcher; EOS
+    (when ``allow_eos``) is the first choice wherever it is legal and ends the path. A path stops
+    early where nothing is legal (an intersection's dead end).
+
+    Examples
+    --------
+    >>> from hypothesis import given
+    >>> import grammarmask as gm
+    >>> from grammarmask.strategies import token_paths
+    >>> vocab = gm.Vocabulary.from_tokens([b"", b"a", b"b", b"ab"], eos_token_id=0)
+    >>> compiled = gm.Choice(["ab", "ba"]).compile(vocab)       # doctest: +SKIP
+    >>> @given(token_paths(compiled))                           # doctest: +SKIP
+    ... def test_rollback(path): ...
+    """
+    if not isinstance(compiled, CompiledGrammar):
+        raise GrammarError(f"token_paths needs a CompiledGrammar, got {type(compiled).__name__}")
+    if not isinstance(max_tokens, int) or max_tokens < 0:
+        raise GrammarError(f"max_tokens must be an integer >= 0, got {max_tokens!r}")
+    return _token_paths(compiled, max_tokens, allow_eos)
