@@ -191,7 +191,7 @@ def _sample(
     legal = _legal_ids(mask, z_all.shape[0])
     if legal.size == 0:  # 1. mask: nothing legal -> fail before any softmax
         raise NoLegalContinuation("the mask allows no token: the grammar has no legal continuation here")
-    z = z_all[legal]
+    z = z_all[legal].astype(np.float64)
     zmax = float(z.max())
     if math.isnan(zmax):
         raise GrammarError("the logits contain NaN at a legal token id")
@@ -208,17 +208,15 @@ def _sample(
         token = int(legal[int(np.argmax(z))])
         return token, _with_token(stats, token, legal.size)
 
-    z = z / temperature  # 2. temperature
+    if temperature != 1.0:
+        z = z / temperature  # 2. temperature
     z = _penalize(z, legal, repetition_penalty, previous_tokens)  # 3. repetition penalty
-    p = np.exp(z - z.max())  # 4. softmax (normalised lazily: only ratios matter below)
-    p /= p.sum()
-    keep = p > 0.0
-    if top_k is not None and top_k < int(keep.sum()):  # 5. top-k among legal
-        kth = np.partition(p, p.size - top_k)[p.size - top_k]
-        keep &= p >= kth
+    p = np.exp(z - z.max())  # 4. softmax, unnormalised: every step below only uses ratios
+    if top_k is not None and top_k < p.size:  # 5. top-k among legal (ties at the boundary kept)
+        kth = p[np.argpartition(p, p.size - top_k)[p.size - top_k]]
+        p = np.where(p >= kth, p, 0.0)
     if top_p is not None and top_p < 1.0:  # 6. top-p on the (renormalised) survivors
-        keep &= _nucleus(np.where(keep, p, 0.0), top_p)
-    p = np.where(keep, p, 0.0)
+        p = np.where(_nucleus(p, top_p), p, 0.0)
     token = int(legal[_draw(p, _rng(rng))])  # 7. draw
     return token, _with_token(stats, token, legal.size)
 
@@ -239,10 +237,16 @@ def _is_number(x: object) -> bool:
     return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
 
 
-def _as_float_vector(logits: Any) -> F64:
+def _as_float_vector(logits: Any) -> npt.NDArray[np.floating[Any]]:
+    """1-D float32/float64 numpy logits (torch tensors are moved to the CPU; half types widened)."""
     if not isinstance(logits, np.ndarray) and hasattr(logits, "detach"):  # a torch tensor
-        logits = logits.detach().float().cpu().numpy()
-    arr = np.asarray(logits, dtype=np.float64)
+        t = logits.detach()
+        if str(t.dtype) not in ("torch.float32", "torch.float64"):
+            t = t.float()
+        logits = t.cpu().numpy()
+    arr = np.asarray(logits)
+    if arr.dtype not in (np.float32, np.float64):
+        arr = arr.astype(np.float64)
     if arr.ndim != 1:
         raise GrammarError(f"sample() takes 1-D logits [vocab], got shape {tuple(arr.shape)}")
     return arr
@@ -261,11 +265,12 @@ def _legal_ids(mask: Mask | None, width: int) -> npt.NDArray[np.int64]:
     return mask.token_ids()
 
 
-def _logsumexp(x: F64, xmax: float) -> float:
-    return xmax + math.log(float(np.exp(x - xmax).sum()))
+def _logsumexp(x: npt.NDArray[np.floating[Any]], xmax: float) -> float:
+    # exp in the logits' own dtype (float32 stays float32: one pass over the vocabulary), sum in float64
+    return xmax + math.log(float(np.exp(x - x.dtype.type(xmax)).sum(dtype=np.float64)))
 
 
-def _step_stats(z_all: F64, z_legal: F64, zmax_legal: float) -> StepStats:
+def _step_stats(z_all: npt.NDArray[np.floating[Any]], z_legal: F64, zmax_legal: float) -> StepStats:
     amax = float(z_all.max())
     if math.isnan(amax) or amax == math.inf:
         raise GrammarError("the logits contain NaN or +inf: the model's probabilities are undefined")
@@ -292,14 +297,28 @@ def _penalize(z: F64, legal: npt.NDArray[np.int64], penalty: float | None, previ
 
 
 def _nucleus(p: F64, top_p: float) -> npt.NDArray[np.bool_]:
-    """The smallest most-likely set whose mass reaches ``top_p`` of the total (never empty)."""
-    order = np.argsort(-p, kind="stable")
-    cum = np.cumsum(p[order])
-    # Keep every token whose preceding mass is still below the threshold: the first always stays.
-    before = cum - p[order]
-    keep_sorted = before < top_p * cum[-1]
+    """The smallest most-likely set whose mass reaches ``top_p`` of the total (never empty).
+
+    Ties are ordered by id. Only the head of the distribution is sorted: the ``m`` largest (with every
+    tie of the ``m``-th) for growing ``m`` until they hold enough mass, which is the same prefix a full
+    stable sort would give.
+    """
+    target = top_p * float(p.sum())
+    m = 64
+    while True:
+        if m >= p.size:
+            cand = np.arange(p.size)
+            break
+        kth = np.partition(p, p.size - m)[p.size - m]
+        cand = np.flatnonzero(p >= kth)
+        if float(p[cand].sum()) >= target:
+            break
+        m *= 4
+    order = cand[np.argsort(-p[cand], kind="stable")]
+    sorted_p = p[order]
+    before = np.cumsum(sorted_p) - sorted_p
     keep = np.zeros(p.size, dtype=bool)
-    keep[order[keep_sorted]] = True
+    keep[order[before < target]] = True  # the first token always stays (before = 0)
     return keep
 
 
