@@ -186,3 +186,41 @@ def test_generate_on_the_tekken_vocabulary() -> None:
         res = generate(RandomModel(vocab.size, seed), vocab, g, seed=seed)
         assert res.finished and res.text in labels
         assert res.stats.total_nats > 0
+
+
+PATTERNS = [
+    r'\{"n": (0|[1-9][0-9]{0,3}), "ok": (true|false)\}',
+    r"(ab|a|b)*c",
+    r"[a-z]{1,6}( [a-z]{1,6}){0,3}\.",
+    r"\d{3}-\d{4}",
+]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(PATTERNS), st.integers(0, 2**31), st.sampled_from([0.5, 1.0, 2.0]))
+def test_regex_backend_outputs_fullmatch(
+    vocab: Vocabulary, pattern: str, seed: int, temperature: float
+) -> None:
+    import re
+
+    regex = pytest.importorskip("grammarmask.backends.regex")
+    res = generate(RandomModel(vocab.size, seed, scale=1.0), vocab, regex.Regex(pattern), seed=seed,
+                   temperature=temperature, max_tokens=400)
+    if res.finished:
+        assert re.fullmatch(pattern, res.text), res.text
+    else:  # cut by max_tokens: still a viable prefix, never a violation
+        assert len(res.token_ids) == 400
+
+
+def test_and_composition_ends_in_both_languages() -> None:
+    import re
+
+    import grammarmask as gm
+
+    regex = pytest.importorskip("grammarmask.backends.regex")
+    tekken = Vocabulary.from_mistral("tekken")
+    g = gm.And(regex.Regex(r"[a-z ]{1,40}\."), regex.Regex(r"[^x]*(cat|dog)[^x]*"))
+    for seed in range(4):
+        res = generate(RandomModel(tekken.size, seed, scale=1.0), tekken, g, seed=seed, max_tokens=200)
+        assert res.finished, res.text
+        assert re.fullmatch(r"[a-z ]{1,40}\.", res.text) and re.fullmatch(r"[^x]*(cat|dog)[^x]*", res.text)
