@@ -45,7 +45,7 @@ def test_prefixes_are_viable(pattern: str, data: Any) -> None:
     assert _viable_text_prefix(pattern, p), p
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _completions(tail: bytes) -> tuple[str, ...]:
     """The BMP characters whose UTF-8 starts with ``tail`` (a cut-off multi-byte character)."""
     return tuple(c for c in map(chr, range(0x80, 0xD800)) if c.encode().startswith(tail))
