@@ -460,34 +460,33 @@ def cmd_generate(args: argparse.Namespace) -> int:
             raise CliError(f"{args.model}: cannot load the model: {str(e).splitlines()[0]}") from None
     vocab = Vocabulary.from_hf(tok, size=model.config.vocab_size)
     compiled, _ = _compile(grammar, vocab, args.grammar)
+    from .sampling import SequenceStats, sample_with_stats
+
     m = compiled.matcher()
     rng = np.random.default_rng(args.seed)
     ids = list(tok(args.prompt)["input_ids"]) if args.prompt else [int(tok.bos_token_id or 0)]
-    past, inp, out = None, torch.tensor([ids]), []
+    past, inp, out, steps = None, torch.tensor([ids]), [], []
     with torch.no_grad():
         for _ in range(args.max_tokens):
             res = model(input_ids=inp, past_key_values=past, use_cache=True)
             past = res.past_key_values
-            logits = res.logits[0, -1].float().numpy().astype(np.float64)
-            t = _draw(logits, m.mask(), args.temperature, rng)
+            t, st = sample_with_stats(
+                res.logits[0, -1].float(), m.mask(), temperature=args.temperature, rng=rng
+            )
+            steps.append(st)
             m.advance(t)
             if m.is_finished():
                 break
             out.append(t)
             inp = torch.tensor([[t]])
     print(vocab.decode(out).decode("utf-8", errors="replace"))
+    summary = SequenceStats.from_steps(steps)
+    print(
+        f"{len(steps)} steps, {'finished with EOS' if m.is_finished() else 'stopped at --max-tokens'}; "
+        f"KL(p_C || p) = {summary.bits_per_token:.3f} bits per token",
+        file=sys.stderr,
+    )
     return EXIT_OK if m.is_finished() or m.is_accepting() else EXIT_REJECTED
-
-
-def _draw(logits: np.ndarray[Any, Any], mask: Any, temperature: float, rng: np.random.Generator) -> int:
-    legal = mask.to_bool()[: logits.shape[0]]
-    if not legal.any():
-        raise NoLegalContinuation("no legal token")
-    if temperature <= 0:
-        return int(np.argmax(np.where(legal, logits, -np.inf)))
-    z = np.where(legal, logits / temperature, -np.inf)
-    p = np.exp(z - z.max())
-    return int(rng.choice(logits.shape[0], p=p / p.sum()))
 
 
 # --- argument parsing ------------------------------------------------------------------------------

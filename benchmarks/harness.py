@@ -1,0 +1,447 @@
+"""Benchmark grammarmask beside XGrammar, llguidance and outlines-core on the same workloads and the
+same real vocabularies (mistral-common's tekken 131k and sentencepiece 32k).
+
+The parent process builds the workloads (``workloads.py``), checks every document against an external
+reference, tokenizes the documents with the real tokenizer, and then runs each engine on each workload
+in its own subprocess (``--worker``), so peak memory and import side effects stay separate. Per
+workload: compile time (vocabulary preprocessing reported apart), mask time per step (p50/p99/max)
+over the documents, peak RSS, and the count of document tokens the mask wrongly refused (must be 0).
+JSONSchemaBench schemas follow the MaskBench method (valid instances must be accepted; invalid ones
+must not be accepted through EOS).
+
+    python benchmarks/harness.py                         # all engines importable, tekken
+    python benchmarks/harness.py --tokenizers tekken,sentencepiece --peer-python /path/to/venv/bin/python
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(ROOT), str(HERE)]  # the source tree first, so this checkout is what runs
+
+import workloads as W  # noqa: E402
+
+RESULTS = HERE / "results"
+
+
+# --- worker (runs inside the engine's subprocess) ---------------------------------------------------
+
+
+def _pct(xs: list[float], q: float) -> float:
+    if not xs:
+        return float("nan")
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+def run_worker(engine_name: str, spec_path: str, names: list[str]) -> None:
+    """Build the engine for the spec's tokenizer, then print one JSON line per workload."""
+    from engines import Unsupported, load
+
+    try:
+        cls = load(engine_name)
+    except ImportError as e:
+        print(json.dumps({"fatal": f"{engine_name} is not installed ({e.name})"}), flush=True)
+        return
+    spec = json.loads(Path(spec_path).read_text())
+    import grammarmask as gm
+    from grammarmask.loaders import mistral_tokenizer
+
+    tok = mistral_tokenizer(spec["tokenizer"])
+    vocab = gm.Vocabulary.from_mistral(tok)
+    specials = sorted(vocab.special_ids - {vocab.eos_token_id})
+    t0 = time.perf_counter()
+    engine = cls(
+        list(vocab.token_bytes),
+        vocab.eos_token_id,
+        specials,
+        vocab.size,
+        lambda text: [int(t) for t in tok.encode(text, bos=False, eos=False)],
+    )
+    prep = time.perf_counter() - t0
+    eos = vocab.eos_token_id
+    by_name = {w["name"]: w for w in spec["workloads"]}
+    for name in names:
+        w = by_name[name]
+        res: dict[str, Any] = {
+            "workload": name,
+            "group": w["group"],
+            "engine": engine_name,
+            "tokenizer": spec["tokenizer"],
+            "vocab_prep_s": prep,
+            "version": _version(engine_name),
+        }
+        try:
+            t0 = time.perf_counter()
+            compiled = engine.compile(w["kind"], w["source"])
+            res["compile_s"] = time.perf_counter() - t0
+        except Unsupported as e:
+            res["status"] = "n/a"
+            res["error"] = str(e).splitlines()[0] if str(e) else w["kind"]
+            print(json.dumps(res), flush=True)
+            continue
+        except Exception as e:  # a refusal: the engine could not compile this grammar
+            res["status"] = "compile error"
+            res["error"] = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}"
+            print(json.dumps(res), flush=True)
+            continue
+        times: list[float] = []
+        refused = refused_docs = 0
+        for doc in w["docs"]:
+            ok = _walk(engine, compiled, doc, eos, times)
+            if ok is not True:
+                refused += 1
+                refused_docs += 1
+                res.setdefault("first_refusal", ok)
+        accepted_invalid = sum(_walk(engine, compiled, doc, eos, None) is True for doc in w["invalid_docs"])
+        res.update(
+            status="ok",
+            steps=len(times),
+            docs=len(w["docs"]),
+            refused=refused,
+            refused_docs=refused_docs,
+            invalid_docs=len(w["invalid_docs"]),
+            invalid_accepted=accepted_invalid,
+            p50_us=_pct(times, 0.5) * 1e6,
+            p99_us=_pct(times, 0.99) * 1e6,
+            max_us=(max(times) if times else float("nan")) * 1e6,
+            peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        )
+        print(json.dumps(res), flush=True)
+
+
+def _walk(engine: Any, compiled: Any, doc: list[int], eos: int, times: list[float] | None) -> Any:
+    """Feed ``doc`` then EOS; True if every token (and EOS) was in the mask, else where it failed."""
+    try:
+        m = engine.start(compiled)
+    except Exception as e:
+        return f"matcher: {type(e).__name__}: {e}"[:200]
+    for i, t in enumerate([*doc, eos]):
+        t0 = time.perf_counter()
+        engine.fill(m)
+        if times is not None:
+            times.append(time.perf_counter() - t0)
+        if not engine.allowed(t):
+            return f"token {i} ({t}) not in the mask"
+        if t == eos:
+            return True
+        if not engine.advance(m, t):
+            return f"token {i} ({t}) refused by advance"
+    return True
+
+
+def _version(engine: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(engine.replace("_", "-"))
+    except PackageNotFoundError:
+        return "?"
+
+
+# --- parent -------------------------------------------------------------------------------------------
+
+
+def _tokenize(tok: Any, vocab: Any, text: str) -> list[int] | None:
+    """The real tokenizer's ids for ``text``; sentencepiece's dummy-prefix space is undone by re-splitting
+    the first token greedily. None if the ids do not decode to exactly the text."""
+    ids = [int(t) for t in tok.encode(text, bos=False, eos=False)]
+    data = text.encode()
+    if ids and vocab.decode(ids) == b" " + data:
+        first = vocab.token_bytes[ids[0]][1:]
+        ids = _greedy(vocab, first) + ids[1:]
+    return ids if vocab.decode(ids) == data else None
+
+
+def _greedy(vocab: Any, data: bytes) -> list[int]:
+    index = {b: i for i, b in enumerate(vocab.token_bytes) if b and i not in vocab.special_ids}
+    out, i = [], 0
+    while i < len(data):
+        for j in range(len(data), i, -1):
+            if data[i:j] in index:
+                out.append(index[data[i:j]])
+                i = j
+                break
+        else:
+            raise ValueError(f"no token for {data[i : i + 1]!r}")
+    return out
+
+
+def build_spec(tokenizer: str, workloads: list[W.Workload]) -> dict[str, Any]:
+    """The workloads with documents as token ids of ``tokenizer`` (invalid or untokenizable ones dropped)."""
+    import grammarmask as gm
+    from grammarmask.loaders import mistral_tokenizer
+
+    tok = mistral_tokenizer(tokenizer)
+    vocab = gm.Vocabulary.from_mistral(tok)
+    out = []
+    for w in workloads:
+        bad = set(W.validate(w))
+        docs = [_tokenize(tok, vocab, d) for d in w.docs if d not in bad]
+        invalid = [_tokenize(tok, vocab, d) for d in w.invalid_docs]
+        out.append(
+            {
+                "name": w.name,
+                "kind": w.kind,
+                "source": w.source,
+                "group": w.group,
+                "docs": [d for d in docs if d is not None],
+                "invalid_docs": [d for d in invalid if d is not None],
+                "dropped_docs": len(w.docs) - sum(d is not None for d in docs),
+            }
+        )
+    return {"tokenizer": tokenizer, "workloads": out}
+
+
+def run_engine(
+    engine: str, python: str, spec_path: str, names: list[str], timeout: float
+) -> list[dict[str, Any]]:
+    """Run one worker subprocess; on a timeout, the workloads it did not finish are marked ``timeout``."""
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE), os.environ.get("PYTHONPATH", "")])
+    )
+    cmd = [python, str(Path(__file__).resolve()), "--worker", engine, "--spec", spec_path, "--names", *names]
+    results: list[dict[str, Any]] = []
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        out, err = proc.stdout, proc.stderr
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        err = "timeout"
+    for line in out.splitlines():
+        if line.startswith("{"):
+            results.append(json.loads(line))
+    if results and "fatal" in results[0]:
+        return results
+    done = {r["workload"] for r in results}
+    for n in names:
+        if n not in done:
+            status = "timeout" if err == "timeout" else "crashed"
+            results.append(
+                {
+                    "workload": n,
+                    "engine": engine,
+                    "status": status,
+                    "error": f"> {timeout:.0f} s" if status == "timeout" else err.strip()[-300:],
+                }
+            )
+    return results
+
+
+def machine() -> dict[str, Any]:
+    """CPU model, cores, Python, OS."""
+    cpu = platform.processor() or "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "os": f"{platform.system()} {platform.release()}",
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="harness.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--engines", default=",".join(["grammarmask", "xgrammar", "llguidance", "outlines_core"]))
+    p.add_argument("--tokenizers", default="tekken", help="comma list of tekken, sentencepiece")
+    p.add_argument("--only", default="", help="run only workloads whose name contains this")
+    p.add_argument("--jsb", type=int, default=3, help="JSONSchemaBench schemas per sub-dataset (0: skip)")
+    p.add_argument("--timeout", type=float, default=120, help="seconds per engine and workload")
+    p.add_argument(
+        "--peer-python",
+        default=os.environ.get("GRAMMARMASK_BENCH_PYTHON", sys.executable),
+        help="the Python that has xgrammar/llguidance/outlines-core (default: this one)",
+    )
+    p.add_argument("--out", default=str(RESULTS / "latest"), help="output path without extension")
+    p.add_argument("--worker", help=argparse.SUPPRESS)
+    p.add_argument("--spec", help=argparse.SUPPRESS)
+    p.add_argument("--names", nargs="*", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.worker:
+        run_worker(args.worker, args.spec, args.names or [])
+        return 0
+    workloads = [w for w in W.build(jsb_per_dataset=args.jsb) if args.only in w.name]
+    results: list[dict[str, Any]] = []
+    skipped: dict[str, str] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for tokenizer in args.tokenizers.split(","):
+            spec = build_spec(tokenizer, workloads)
+            spec_path = os.path.join(tmp, f"{tokenizer}.json")
+            Path(spec_path).write_text(json.dumps(spec))
+            for engine in args.engines.split(","):
+                if engine in skipped:
+                    continue
+                python = sys.executable if engine == "grammarmask" else args.peer_python
+                for batch in _batches(spec["workloads"]):
+                    t0 = time.perf_counter()
+                    res = run_engine(engine, python, spec_path, batch, args.timeout * len(batch))
+                    if res and "fatal" in res[0]:
+                        skipped[engine] = res[0]["fatal"]
+                        print(f"skip {engine}: {res[0]['fatal']}", file=sys.stderr)
+                        break
+                    for r in res:
+                        r.setdefault("tokenizer", tokenizer)
+                    results += res
+                    print(
+                        f"{tokenizer} {engine} {batch[0]}{' ...' if len(batch) > 1 else ''}: "
+                        f"{time.perf_counter() - t0:.1f} s",
+                        file=sys.stderr,
+                    )
+            for w in spec["workloads"]:
+                if w["dropped_docs"]:
+                    print(
+                        f"note: {w['name']}: {w['dropped_docs']} documents dropped (reference rejects them, "
+                        f"or {tokenizer} cannot reproduce them)",
+                        file=sys.stderr,
+                    )
+    report = {"machine": machine(), "skipped_engines": skipped, "results": results}
+    write_report(report, Path(args.out))
+    print(f"wrote {args.out}.json and {args.out}.md", file=sys.stderr)
+    return 0
+
+
+# --- report ------------------------------------------------------------------------------------------
+
+
+def _f(x: Any, digits: int = 0) -> str:
+    if x is None or x != x:  # None or NaN
+        return "-"
+    return f"{x:,.{digits}f}"
+
+
+def _cell(r: dict[str, Any] | None) -> list[str]:
+    if r is None:
+        return ["-"] * 6
+    if r.get("status") != "ok":
+        return [r.get("status", "?")] + [""] * 5
+    refused = str(r["refused"]) + (
+        f" (inv. accepted {r['invalid_accepted']})" if r.get("invalid_accepted") else ""
+    )
+    return [
+        _f(r["compile_s"] * 1e3, 1),
+        _f(r["p50_us"], 1),
+        _f(r["p99_us"], 0),
+        _f(r["max_us"], 0),
+        _f(r["peak_rss_mb"]),
+        refused,
+    ]
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The results as markdown tables: vocabulary preprocessing, per-workload figures, JSONSchemaBench."""
+    m = report["machine"]
+    lines = [
+        f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, {m['os']}; run {m['date']}.",
+        "",
+    ]
+    res = [r for r in report["results"] if "workload" in r]
+    prep: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in res:
+        if "vocab_prep_s" in r:
+            prep.setdefault((r["tokenizer"], r["engine"]), r)
+    if prep:
+        lines += ["| tokenizer | engine | version | vocabulary preprocessing (s) |", "|---|---|---|---:|"]
+        lines += [
+            f"| {t} | {e} | {r.get('version', '?')} | {r['vocab_prep_s']:.2f} |"
+            for (t, e), r in sorted(prep.items())
+        ]
+        lines.append("")
+    main = [r for r in res if not str(r.get("group", "")).startswith("JSONSchemaBench")]
+    lines += [
+        "| tokenizer | workload | engine | compile ms | mask p50 us | p99 us | max us | peak RSS MB | "
+        "refused docs |",
+        "|---|---|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in main:
+        lines.append("| " + " | ".join([r["tokenizer"], r["workload"], r["engine"], *_cell(r)]) + " |")
+    jsb = [r for r in res if str(r.get("group", "")).startswith("JSONSchemaBench")]
+    if jsb:
+        lines += [
+            "",
+            "JSONSchemaBench sample (MaskBench method): schemas compiled, compile ms p50/p90, valid "
+            "instances refused (validation errors), invalid instances accepted (invalidation errors), "
+            "mask us p50/p99 over the compiled schemas' steps (median of per-schema figures).",
+            "",
+            "| tokenizer | sub-dataset | engine | compiled | compile p50 | compile p90 | validation err. | "
+            "invalidation err. | mask p50 | mask p99 |",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        keys = sorted({(r["tokenizer"], r["group"].split("/", 1)[1], r["engine"]) for r in jsb})
+        for t, g, e in keys:
+            rs = [r for r in jsb if r["tokenizer"] == t and r["group"].endswith("/" + g) and r["engine"] == e]
+            ok = [r for r in rs if r.get("status") == "ok"]
+            comp = [r["compile_s"] * 1e3 for r in ok]
+            lines.append(
+                "| "
+                + " | ".join(
+                    [
+                        t,
+                        g,
+                        e,
+                        f"{len(ok)}/{len(rs)}",
+                        _f(_pct(comp, 0.5), 1),
+                        _f(_pct(comp, 0.9), 1),
+                        str(sum(r["refused"] for r in ok)),
+                        str(sum(r["invalid_accepted"] for r in ok)),
+                        _f(_pct([r["p50_us"] for r in ok], 0.5), 1),
+                        _f(_pct([r["p99_us"] for r in ok], 0.5), 0),
+                    ]
+                )
+                + " |"
+            )
+    if report.get("skipped_engines"):
+        lines += ["", "Skipped: " + "; ".join(f"{k} ({v})" for k, v in report["skipped_engines"].items())]
+    errors = [r for r in res if r.get("status") not in ("ok", None) and r.get("error")]
+    if errors:
+        lines += ["", "<details><summary>Refusals and errors</summary>", ""]
+        lines += [
+            f"- {r['tokenizer']} {r['workload']} {r['engine']}: {r['status']}: {r['error']}" for r in errors
+        ]
+        lines += ["", "</details>"]
+    refusals = [r for r in res if r.get("first_refusal")]
+    if refusals:
+        lines += ["", "Wrongly refused documents (first refusal):", ""]
+        lines += [f"- {r['tokenizer']} {r['workload']} {r['engine']}: {r['first_refusal']}" for r in refusals]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(report: dict[str, Any], out: Path) -> None:
+    """Write ``out``.json (everything) and ``out``.md (the tables)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(report, indent=1))
+    out.with_suffix(".md").write_text(markdown(report))
+
+
+def _batches(workloads: list[dict[str, Any]]) -> list[list[str]]:
+    """One subprocess per workload, except JSONSchemaBench: one per sub-dataset."""
+    out: list[list[str]] = []
+    groups: dict[str, list[str]] = {}
+    for w in workloads:
+        if w["group"].startswith("JSONSchemaBench"):
+            groups.setdefault(w["group"], []).append(w["name"])
+        else:
+            out.append([w["name"]])
+    return out + list(groups.values())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
