@@ -246,14 +246,14 @@ class DfaTokenIndex:
         counts = np.bincount(ps, weights=tr.tok_count[pc], minlength=m)
         broad = counts > len(self._tb) // NARROW_FRACTION
         narrow_pair = ~broad[ps]
-        self._sparse_words(states, ps[narrow_pair], pc[narrow_pair])
+        self._sparse_words(states, ps[narrow_pair], pc[narrow_pair], ~broad)
         for i in np.flatnonzero(broad)[:BROAD_EAGER].tolist():
             sel = ps == i
             words = self._pack(pc[sel])
             words.setflags(write=False)
             self._cache[int(states[i])] = words
 
-    def _sparse_words(self, states: I64, ps: I64, pc: I64) -> None:
+    def _sparse_words(self, states: I64, ps: I64, pc: I64, narrow: npt.NDArray[np.bool_]) -> None:
         """Store (word index, word) pairs per state for the narrow states, all at once."""
         tr = self._trie
         lens = tr.tok_count[pc]
@@ -263,20 +263,19 @@ class DfaTokenIndex:
         order = np.argsort(key, kind="stable")
         key, ids = key[order], ids[order]
         bits = (np.uint32(1) << (ids & 31).astype(np.uint32)).astype(np.uint32)
-        if key.size == 0:
-            return
-        starts = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
-        vals = np.bitwise_or.reduceat(bits, starts)
-        gkey = key[starts]
+        if key.size:
+            starts = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
+            vals = np.bitwise_or.reduceat(bits, starts)
+            gkey = key[starts]
+        else:
+            vals = np.zeros(0, np.uint32)
+            gkey = np.zeros(0, np.int64)
         gstate = gkey // (self._n_words + 1)
         gword = gkey % (self._n_words + 1)
         bounds = np.searchsorted(gstate, np.arange(states.size + 1))
-        for i in range(states.size):
+        for i in np.flatnonzero(narrow).tolist():
             a, b = int(bounds[i]), int(bounds[i + 1])
-            if a < b:
-                self._sparse[int(states[i])] = (gword[a:b], vals[a:b])
-            else:
-                self._sparse[int(states[i])] = (gword[:0], vals[:0])
+            self._sparse[int(states[i])] = (gword[a:b], vals[a:b])
 
     def _pack(self, live_nodes: I64) -> Words:
         tr = self._trie

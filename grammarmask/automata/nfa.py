@@ -173,10 +173,10 @@ def determinize(nfa: NFA, start: int, final: int, *, max_states: int) -> DFA:
     table = np.zeros((n, 256), dtype=np.int32)
     if rows_s:
         src = np.array(rows_s, dtype=np.intp)
-        lo = np.array(rows_lo, dtype=np.intp)
-        lens = np.array(rows_hi, dtype=np.intp) - lo + 1
+        lo_arr = np.array(rows_lo, dtype=np.intp)
+        lens = np.array(rows_hi, dtype=np.intp) - lo_arr + 1
         flat_s = np.repeat(src, lens)
         offs = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
-        flat_b = np.repeat(lo, lens) + offs
+        flat_b = np.repeat(lo_arr, lens) + offs
         table[flat_s, flat_b] = np.repeat(np.array(rows_t, dtype=np.int32), lens)
     return minimize(DFA(table, np.array(accepting, dtype=np.bool_), 1))

@@ -288,8 +288,9 @@ def _charset(op: Any, av: Any, flags: int) -> RangeSet:
 
 
 @functools.lru_cache(maxsize=4096)
-def _class_set(items: tuple[tuple[Any, Any], ...], negate: bool, flags: int) -> RangeSet:
+def _class_set(items: tuple[tuple[Any, Any], ...], not_literal: bool, flags: int) -> RangeSet:
     ascii_only = bool(flags & re.ASCII)
+    negate = not_literal
     ranges: list[tuple[int, int]] = []
     has_category = False
     for op, av in items:
@@ -308,7 +309,7 @@ def _class_set(items: tuple[tuple[Any, Any], ...], negate: bool, flags: int) -> 
     if negate:
         exact = complement(exact)
     if flags & re.IGNORECASE and (has_category or may_change_with_case(normalize(ranges))):
-        exact = ignorecase_set(exact, _class_source(items, negate), flags & re.ASCII)
+        exact = ignorecase_set(exact, _class_source(items, not_literal), flags & re.ASCII)
     return exact
 
 

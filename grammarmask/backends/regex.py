@@ -41,8 +41,8 @@ class Regex(Grammar):
     Raises
     ------
     GrammarError
-        The pattern does not parse, is not regular, or is too large (see
-        :func:`grammarmask.automata.regex_to_dfa`).
+        The pattern does not parse, is not regular, is too large (see
+        :func:`grammarmask.automata.regex_to_dfa`), or matches no string at all.
     """
 
     def __init__(
@@ -60,6 +60,8 @@ class Regex(Grammar):
         self.flags = flags & ~re.UNICODE
         self.max_states = max_states
         self._dfa = regex_to_dfa(pattern, self.flags, max_states=max_states)
+        if self._dfa.is_empty():
+            raise GrammarError(f"the pattern {pattern!r} matches no string (its language is empty)")
 
     def __repr__(self) -> str:
         flags = f", flags={re.RegexFlag(self.flags)!r}" if self.flags else ""
