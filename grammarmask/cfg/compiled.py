@@ -26,7 +26,7 @@ from ..vocab import Vocabulary
 from .earley import EarleyGrammar, EarleySet
 from .ir import Cfg
 from .lexer import LexerTables
-from .walk import Entry, TokenWalker
+from .walk import Entry, Frontier, TokenWalker
 
 __all__ = ["CompiledCfg"]
 
@@ -35,7 +35,7 @@ State = tuple[Config, ...]
 Words = npt.NDArray[np.uint32]
 
 _ROOT_LIMIT = 4096
-_MASK_LIMIT = 1024
+_MASK_LIMIT = 2048
 
 
 class _Lru(OrderedDict[Any, Any]):
@@ -150,24 +150,39 @@ class CompiledCfg(CompiledGrammar):
         hit = self._masks.get_(skey)
         if hit is not None:
             return hit  # type: ignore[no-any-return]
-        words: Words | None = None
+        acc: Words | None = None
         for e, pend, shadows, _ in state:
-            w = self._walk(e, self._root(pend, shadows))
-            words = w if words is None else words | w
-        if words is None:
-            words = self.walker.empty
+            fr = self._root(shadows)
+            first = self.lex.first_bits
+            for q in pend:
+                if first[q] & fr.bits:
+                    acc = self._or(acc, self._walk(e, self._entry(fr, q)))
+        words = self.walker.empty if acc is None else acc
         self._masks.put(skey, words)
         return words
 
     # --- masks ----------------------------------------------------------------------------------
 
-    def _root(self, pend: tuple[int, ...], shadows: tuple[int, ...]) -> Entry:
-        key = (pend, shadows)
-        ent = self._roots.get_(key)
+    @staticmethod
+    def _or(acc: Words | None, w: Words) -> Words:
+        if acc is None or acc is w:
+            return w
+        if not w.any():
+            return acc
+        return acc | w
+
+    def _root(self, shadows: tuple[int, ...]) -> Frontier:
+        fr = self._roots.get_(shadows)
+        if fr is None:
+            fr = self.walker.frontier(self._root_nodes, shadows)
+            self._roots.put(shadows, fr)
+        return fr  # type: ignore[no-any-return]
+
+    def _entry(self, fr: Frontier, q: int) -> Entry:
+        ent = fr.entries.get(q)
         if ent is None:
-            ent = self.walker.entry(pend, shadows, self._root_nodes)
-            self._roots.put(key, ent)
-        return ent  # type: ignore[no-any-return]
+            ent = fr.entries[q] = self.walker.entry(q, fr)
+        return ent
 
     def _walk(self, e: EarleySet, ent: Entry) -> Words:
         if not ent.groups:
@@ -177,16 +192,19 @@ class CompiledCfg(CompiledGrammar):
         if hit is not None:
             return hit  # type: ignore[no-any-return]
         words = ent.inside
-        for gi, (q, shadows, nodes, at_words) in enumerate(ent.groups):
-            c = self._close(e, q, shadows)
+        for g in ent.groups:
+            c = self._close(e, g.q, g.shadows)
             if c is None:
                 continue
             e2, pend2, sh2, _ = c
-            ckey = (gi, pend2, sh2)
-            child = ent.children.get(ckey)
-            if child is None:
-                child = self.walker.entry(pend2, sh2, nodes)
-                ent.children[ckey] = child
-            words = words | at_words | self._walk(e2, child)
+            words = self._or(words, g.at_words)
+            fr = g.frontier
+            if fr is None:
+                fr = g.frontier = self.walker.frontier(g.nodes, sh2)
+            bits = fr.bits
+            first = self.lex.first_bits
+            for q2 in pend2:
+                if first[q2] & bits:
+                    words = self._or(words, self._walk(e2, self._entry(fr, q2)))
         self._masks.put(key, words)
         return words

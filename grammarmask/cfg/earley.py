@@ -19,7 +19,7 @@ append-only list; a set built where a list already has another set copies the pr
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 
 from .ir import Cfg
 
@@ -49,13 +49,14 @@ class EarleyGrammar:
                 self.rule_of.append(ri)
         self.starts = starts
         self.nullable = [i in nullable for i in range(len(cfg.nonterminals))]
+        self._prediction_tables(len(cfg.nonterminals))
         self.start = cfg.start
         self.n_terminals = len(cfg.terminals)
-        self._sigs: dict[frozenset[tuple[int, int]], int] = {}
+        self._sigs: dict[Hashable, int] = {}
         self._sig_lock = threading.Lock()
         self._next_sig = 0
 
-    def intern(self, key: frozenset[tuple[int, int]]) -> int:
+    def intern(self, key: Hashable) -> int:
         """A small int naming ``key``; equal keys get equal ids (ids are never reused)."""
         with self._sig_lock:
             sid = self._sigs.get(key)
@@ -66,10 +67,56 @@ class EarleyGrammar:
                 self._next_sig += 1
             return sid
 
+    def _prediction_tables(self, n: int) -> None:
+        """Static prediction closures: predicting ``Z`` in ``E_k`` always adds the same items.
+
+        ``own[Z]``: the dots of ``Z``'s rules at their start or past a prefix of nullable symbols
+        (Aycock-Horspool); ``reach[Z]``: every nonterminal predicted along with ``Z``;
+        ``own_scan[Z]`` / ``own_wait[Z]``: those dots keyed by the terminal / nonterminal they expect.
+        """
+        nxt, nullable = self.next_sym, self.nullable
+        own: list[list[int]] = []
+        for z in range(n):
+            dots = []
+            for d in self.starts.get(z, ()):
+                dots.append(d)
+                while (sym := nxt[d]) is not None and sym >= 0 and nullable[sym]:
+                    d += 1
+                    dots.append(d)
+            own.append(dots)
+        self.own_scan = [[(~nxt[d], d) for d in dots if (s := nxt[d]) is not None and s < 0]  # type: ignore[operator]
+                         for dots in own]
+        self.own_wait = [[(nxt[d], d) for d in dots if (s := nxt[d]) is not None and s >= 0] for dots in own]
+        reach: list[tuple[int, ...]] = []
+        for z in range(n):
+            seen = {z}
+            todo = [z]
+            while todo:
+                y = todo.pop()
+                for w, _ in self.own_wait[y]:
+                    if w not in seen:
+                        seen.add(w)
+                        todo.append(w)  # type: ignore[arg-type]
+            reach.append(tuple(seen))
+        self.reach = reach
+        self.reach_set = [frozenset(r) for r in reach]
+        # Whole-closure contributions, for predictions that overlap nothing predicted yet.
+        self.pred_scan: list[list[tuple[int, list[int]]]] = []
+        self.pred_wait: list[list[tuple[int, list[int]]]] = []
+        for z in range(n):
+            sc: dict[int, list[int]] = {}
+            wt: dict[int, list[int]] = {}
+            for y in reach[z]:
+                for t, d in self.own_scan[y]:
+                    sc.setdefault(t, []).append(d)
+                for w, d in self.own_wait[y]:
+                    wt.setdefault(w, []).append(d)  # type: ignore[arg-type]
+            self.pred_scan.append(list(sc.items()))
+            self.pred_wait.append(list(wt.items()))
+
     def initial(self) -> EarleySet:
         """``E_0``: the predictions of the start symbol."""
-        kernel = [(d, 0) for d in self.starts.get(self.start, ())]
-        return EarleySet(self, 0, [], kernel)
+        return EarleySet(self, 0, [], (), predict=self.start)
 
 
 class EarleySet:
@@ -79,10 +126,10 @@ class EarleySet:
     """
 
     __slots__ = ("g", "index", "chart", "items", "waiting", "scan", "allowed", "accepting",
-                 "_next", "_leo", "memo", "_sig", "__weakref__")
+                 "_next", "_leo", "memo", "_sig", "predicted", "__weakref__")
 
     def __init__(self, g: EarleyGrammar, index: int, chart: list[EarleySet],
-                 kernel: Iterable[tuple[int, int]]) -> None:
+                 kernel: Iterable[tuple[int, int]], predict: int | None = None) -> None:
         self.g = g
         self.index = index
         with _lock:
@@ -94,17 +141,49 @@ class EarleySet:
         self._leo: dict[int, tuple[int, int] | None] = {}
         self.memo: dict[object, object] = {}
         self._sig: int | None = None
-        self._close(kernel)
+        self._close(kernel, predict)
 
-    def _close(self, kernel: Iterable[tuple[int, int]]) -> None:
+    def _close(self, kernel: Iterable[tuple[int, int]], predict: int | None) -> None:
+        """Complete and predict. Items with origin ``k`` (predictions) are kept as the set
+        ``predicted`` of nonterminals; their dots come from the grammar's static tables."""
         g = self.g
-        next_sym, lhs, starts, nullable = g.next_sym, g.lhs, g.starts, g.nullable
+        next_sym, lhs, nullable = g.next_sym, g.lhs, g.nullable
+        reach, own_scan, own_wait = g.reach, g.own_scan, g.own_wait
         k = self.index
         chart = self.chart
         items: set[tuple[int, int]] = set()
         waiting: dict[int, list[tuple[int, int]]] = {}
         scan: dict[int, list[tuple[int, int]]] = {}
         predicted: set[int] = set()
+
+        reach_set, pred_scan, pred_wait = g.reach_set, g.pred_scan, g.pred_wait
+
+        def predict_(x: int) -> None:
+            if predicted.isdisjoint(reach_set[x]):
+                predicted.update(reach_set[x])
+                for t, dots in pred_scan[x]:
+                    lst = scan.get(t)
+                    if lst is None:
+                        scan[t] = [(d, k) for d in dots]
+                    else:
+                        lst.extend([(d, k) for d in dots])
+                for y, dots in pred_wait[x]:
+                    lst = waiting.get(y)
+                    if lst is None:
+                        waiting[y] = [(d, k) for d in dots]
+                    else:
+                        lst.extend([(d, k) for d in dots])
+                return
+            for z in reach[x]:
+                if z not in predicted:
+                    predicted.add(z)
+                    for t, d in own_scan[z]:
+                        scan.setdefault(t, []).append((d, k))
+                    for y, d in own_wait[z]:
+                        waiting.setdefault(y, []).append((d, k))
+
+        if predict is not None:
+            predict_(predict)
         agenda = list(kernel)
         accepting = False
         while agenda:
@@ -116,8 +195,6 @@ class EarleySet:
             sym = next_sym[dot]
             if sym is None:
                 x = lhs[dot]
-                if origin == k:
-                    continue  # nullable completion: handled by the Aycock-Horspool skip
                 if x == g.start and origin == 0:
                     accepting = True
                 src = chart[origin]
@@ -130,13 +207,13 @@ class EarleySet:
             elif sym >= 0:
                 waiting.setdefault(sym, []).append(it)
                 if sym not in predicted:
-                    predicted.add(sym)
-                    agenda.extend((d, k) for d in starts.get(sym, ()))
+                    predict_(sym)
                 if nullable[sym]:
                     agenda.append((dot + 1, origin))
             else:
                 scan.setdefault(~sym, []).append(it)
         self.items = items
+        self.predicted = frozenset(predicted)
         self.waiting = waiting
         self.scan = scan
         self.allowed = frozenset(scan)
@@ -167,9 +244,8 @@ class EarleySet:
         so they answer every future question (``advance``, ``allowed``, ``accepting``) alike."""
         sid = self._sig
         if sid is None:
-            k = self.index
             chart = self.chart
-            sid = self.g.intern(frozenset((d, chart[o].sig if o != k else -1) for d, o in self.items))
+            sid = self.g.intern((frozenset((d, chart[o].sig) for d, o in self.items), self.predicted))
             self._sig = sid
         return sid
 

@@ -61,6 +61,10 @@ class LexerTables:
         succ_any = reaches[table].any(axis=1)
         succ_any[0] = False
         self.reaccept: list[bool] = succ_any.tolist()
+        #: first_bits[s]: the bytes that keep state s alive, as an int bitset
+        self.first_bits: list[int] = [
+            int.from_bytes(np.packbits(row != 0, bitorder="little").tobytes(), "little") for row in table
+        ]
         self._reach: dict[tuple[int, tuple[int, ...]], bool] = {}
 
     def shadow_of(self, state: int) -> int:

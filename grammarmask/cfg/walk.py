@@ -1,17 +1,19 @@
-"""Lexer-level token walks: which tokens a lexer state lets through, vectorised over the token trie.
+"""Lexer-level token walks: which tokens a lexeme lets through, vectorised over the token trie.
 
-A :class:`Entry` answers, for a lexer state (pending lexemes, shadows) entered at a set of trie nodes,
-without looking at the parser:
+An :class:`Entry` answers, for ONE pending lexeme (a DFA state ``q`` of one terminal) plus the shadows
+of greedy lexemes closed before it, entered at a :class:`Frontier` of the token trie, without looking
+at the parser:
 
-- ``inside``: mask words of the tokens (below those nodes) that stay inside a pending lexeme, which can
-  still be finished afterwards, with no shadow accepting on the way;
-- ``groups``: the places where a pending lexeme may close mid-token, grouped by (closing DFA state,
-  shadows at that point); each group lists its trie nodes and the tokens that end exactly there.
+- ``inside``: mask words of the tokens that stay inside the lexeme, which can still be finished
+  afterwards, with no shadow accepting on the way;
+- ``groups``: the places where the lexeme may close mid-token, grouped by (closing DFA state, shadows
+  there); each :class:`Group` lists its trie nodes and the tokens that end exactly there.
 
-What happens after a close depends on the parser (does it accept the terminal, which terminals come
-next); the caller asks it once per group, then continues with the group's child entry: the same walk
-started at the group's nodes with the next lexer state. Entries are pure functions of their key, so
-they are cached and shared by every parser state.
+A configuration with several pending lexemes (several candidate terminals) is the union of one entry
+per lexeme, so entries are shared by every lexer state that contains their lexeme. What happens after
+a close depends on the parser (does it take the terminal, which terminals come next); the caller asks
+it once per group and continues with the group's child entries, one per next terminal, all started at
+the group's frontier: the children of the group's nodes whose byte no shadow rejects.
 """
 
 from __future__ import annotations
@@ -23,32 +25,58 @@ import numpy.typing as npt
 
 from .lexer import LexerTables
 
-__all__ = ["Entry", "TokenWalker"]
+__all__ = ["Entry", "Frontier", "Group", "TokenWalker"]
 
 Words = npt.NDArray[np.uint32]
-Group = tuple[int, tuple[int, ...], npt.NDArray[np.int64], Words]
+I64 = npt.NDArray[np.int64]
+
+
+class Frontier:
+    """Trie nodes one byte below a boundary, with the shadow states after that byte.
+
+    ``nodes[i]`` is a child of a boundary node, ``byte[i]`` the byte into it, ``shadows[i]`` the shadow
+    states after it (columns; 0 = dead); rows where a shadow accepted are already gone.
+    """
+
+    __slots__ = ("nodes", "byte", "shadows", "entries", "bits")
+
+    def __init__(self, nodes: I64, byte: I64, shadows: I64) -> None:
+        self.nodes = nodes
+        self.byte = byte
+        self.shadows = shadows
+        self.entries: dict[int, Entry] = {}
+        #: the bytes present, as an int bitset (a lexeme whose first bytes miss it yields nothing here)
+        self.bits = sum(1 << int(b) for b in np.unique(byte))
+
+
+class Group:
+    """The closes of one lexeme at DFA state ``q`` with shadows ``shadows``: at trie ``nodes``."""
+
+    __slots__ = ("q", "shadows", "nodes", "at_words", "frontier")
+
+    def __init__(self, q: int, shadows: tuple[int, ...], nodes: I64, at_words: Words) -> None:
+        self.q = q
+        self.shadows = shadows
+        self.nodes = nodes
+        self.at_words = at_words
+        self.frontier: Frontier | None = None
 
 
 class Entry:
-    """The lexer-level walk of one lexer state from a set of trie nodes (see the module docstring)."""
+    """The walk of one lexeme from a frontier (see the module docstring)."""
 
-    __slots__ = ("pend", "shadows", "inside", "groups", "children")
+    __slots__ = ("inside", "groups")
 
-    def __init__(self, pend: tuple[int, ...], shadows: tuple[int, ...], inside: Words,
-                 groups: list[Group]) -> None:
-        self.pend = pend
-        self.shadows = shadows
+    def __init__(self, inside: Words, groups: list[Group]) -> None:
         self.inside = inside
         self.groups = groups
-        self.children: dict[tuple[int, tuple[int, ...], tuple[int, ...]], Entry] = {}
 
 
 class TokenWalker:
-    """Builds :class:`Entry` objects for one grammar's lexer tables and one vocabulary's trie."""
+    """Builds frontiers and entries for one grammar's lexer tables and one vocabulary's trie."""
 
     def __init__(self, lex: LexerTables, trie: Any, n_words: int) -> None:
         self.lex = lex
-        self.trie = trie
         self.n_words = n_words
         self.table = lex.table
         self.acc = lex.accepting
@@ -60,8 +88,9 @@ class TokenWalker:
         self.tok_hi = trie.tok_hi.astype(np.int64)
         self.tokens = trie.tokens.astype(np.int64)
         self.empty = np.zeros(n_words, dtype=np.uint32)
+        self.empty.setflags(write=False)
 
-    def words_of_nodes(self, nodes: npt.NDArray[np.int64]) -> Words:
+    def words_of_nodes(self, nodes: I64) -> Words:
         """Mask words of the tokens that end exactly at ``nodes``."""
         if nodes.size == 0:
             return self.empty
@@ -73,72 +102,91 @@ class TokenWalker:
             return self.empty
         total = int(cnt.sum())
         idx = np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(total)
-        ids = self.tokens[idx]
         bits = np.zeros(self.n_words * 32, dtype=bool)
-        bits[ids] = True
-        return np.packbits(bits, bitorder="little").view(np.uint32)
+        bits[self.tokens[idx]] = True
+        words = np.packbits(bits, bitorder="little").view(np.uint32)
+        words.setflags(write=False)
+        return words
 
-    def entry(self, pend: tuple[int, ...], shadows: tuple[int, ...],
-              nodes: npt.NDArray[np.int64]) -> Entry:
-        """Walk the trie below ``nodes`` from lexer state (``pend``, ``shadows``)."""
-        p = len(pend)
-        lex = self.lex
-        q = np.tile(np.asarray(pend + shadows, dtype=np.int64), (nodes.size, 1))
-        n = nodes.astype(np.int64)
-        inside_nodes: list[npt.NDArray[np.int64]] = []
-        closes: dict[tuple[int, tuple[int, ...]], list[npt.NDArray[np.int64]]] = {}
+    def _children(self, n: I64) -> tuple[I64, I64]:
+        lo = self.child_lo[n]
+        cnt = self.child_hi[n] - lo
+        total = int(cnt.sum())
+        rep = np.repeat(np.arange(n.size), cnt)
+        child = np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(total)
+        return rep, child
+
+    def _step_shadows(self, sh: I64, byte: I64) -> tuple[I64, npt.NDArray[np.bool_]]:
+        """Shadows after ``byte`` per row, and which rows survive (no shadow accepted)."""
+        if sh.shape[1] == 0:
+            return sh, np.ones(sh.shape[0], dtype=bool)
+        s2 = self.table[sh, byte[:, None]].astype(np.int64)
+        ok = ~self.acc[s2].any(axis=1)
+        s2[~self.reaccept[s2]] = 0
+        return s2, ok
+
+    def frontier(self, nodes: I64, shadows: tuple[int, ...]) -> Frontier:
+        """The frontier below ``nodes`` for a boundary with ``shadows``."""
+        rep, child = self._children(nodes)
+        byte = self.byte[child]
+        sh = np.tile(np.asarray(shadows, dtype=np.int64), (child.size, 1))
+        sh, ok = self._step_shadows(sh, byte)
+        return Frontier(child[ok], byte[ok], sh[ok])
+
+    def entry(self, q0: int, fr: Frontier) -> Entry:
+        """Walk the lexeme starting in DFA state ``q0`` from frontier ``fr``."""
+        q = self.table[q0, fr.byte].astype(np.int64)
+        live = q != 0
+        n, q, sh = fr.nodes[live], q[live], fr.shadows[live]
+        inside_nodes: list[I64] = []
+        closes: dict[tuple[int, tuple[int, ...]], list[I64]] = {}
         while n.size:
-            lo = self.child_lo[n]
-            cnt = self.child_hi[n] - lo
-            total = int(cnt.sum())
-            if total == 0:
+            cont = self.reaccept[q]
+            if sh.shape[1] and sh.any():
+                self._refine(cont, q, sh)
+            inside_nodes.append(n[cont])
+            acc = self.acc[q]
+            if acc.any():
+                self._collect(closes, q[acc], sh[acc], n[acc])
+            go = self.reaccept[q]
+            n, q, sh = n[go], q[go], sh[go]
+            if not n.size:
                 break
-            rep = np.repeat(np.arange(n.size), cnt)
-            child = np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(total)
-            q2 = self.table[q[rep], self.byte[child][:, None]].astype(np.int64)
-            if q2.shape[1] > p:
-                sh = q2[:, p:]
-                ok = ~self.acc[sh].any(axis=1)
-                sh[~self.reaccept[sh]] = 0
-                q2, child = q2[ok], child[ok]
-            pe = q2[:, :p]
-            live = (pe != 0).any(axis=1)
-            q2, child, pe = q2[live], child[live], pe[live]
+            rep, child = self._children(n)
             if not child.size:
                 break
-            has_sh = (q2[:, p:] != 0).any(axis=1) if q2.shape[1] > p else np.zeros(child.size, bool)
-            cont = self.reaccept[pe].any(axis=1)
-            if has_sh.any():
-                for i in np.nonzero(has_sh & cont)[0]:
-                    shs = tuple(sorted(set(int(x) for x in q2[i, p:] if x)))
-                    cont[i] = any(lex.can_finish(int(s), shs, nonempty=True) for s in pe[i] if s)
-            inside_nodes.append(child[cont])
-            acc_p = self.acc[pe]
-            if acc_p.any():
-                self._collect_closes(closes, acc_p, pe, q2[:, p:], child)
-            q, n = q2, child
-        groups: list[Group] = []
+            byte = self.byte[child]
+            q2 = self.table[q[rep], byte].astype(np.int64)
+            sh2, ok = self._step_shadows(sh[rep], byte)
+            ok &= q2 != 0
+            n, q, sh = child[ok], q2[ok], sh2[ok]
+        groups = []
         for (qq, shs), parts in closes.items():
             gn = np.concatenate(parts)
-            groups.append((qq, shs, gn, self.words_of_nodes(gn)))
+            groups.append(Group(qq, shs, gn, self.words_of_nodes(gn)))
         inside = self.words_of_nodes(np.concatenate(inside_nodes)) if inside_nodes else self.empty
-        return Entry(pend, shadows, inside, groups)
+        return Entry(inside, groups)
 
-    def _collect_closes(self, closes: dict[tuple[int, tuple[int, ...]], list[npt.NDArray[np.int64]]],
-                        acc_p: npt.NDArray[np.bool_], pe: npt.NDArray[np.int64],
-                        sh: npt.NDArray[np.int64], child: npt.NDArray[np.int64]) -> None:
-        for j in range(acc_p.shape[1]):
-            rows = np.nonzero(acc_p[:, j])[0]
-            if not rows.size:
-                continue
-            qs = pe[rows, j]
-            if sh.shape[1] == 0 or not sh[rows].any():
-                for qq in np.unique(qs):
-                    closes.setdefault((int(qq), ()), []).append(child[rows[qs == qq]])
-                continue
-            keys = np.concatenate([qs[:, None], np.sort(sh[rows], axis=1)], axis=1)
-            uniq, inv = np.unique(keys, axis=0, return_inverse=True)
-            inv = inv.reshape(-1)
-            for u in range(uniq.shape[0]):
-                shs = tuple(sorted(set(int(x) for x in uniq[u, 1:] if x)))
-                closes.setdefault((int(uniq[u, 0]), shs), []).append(child[rows[inv == u]])
+    def _refine(self, cont: npt.NDArray[np.bool_], q: I64, sh: I64) -> None:
+        """Where shadows are alive, a lexeme continues only if it can finish before they accept."""
+        rows = np.nonzero(cont & sh.any(axis=1))[0]
+        if not rows.size:
+            return
+        keys = np.concatenate([q[rows, None], np.sort(sh[rows], axis=1)], axis=1)
+        uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+        ok = np.array([self.lex.can_finish(int(u[0]), tuple(sorted({int(x) for x in u[1:] if x})),
+                                           nonempty=True) for u in uniq], dtype=bool)
+        cont[rows] = ok[inv.reshape(-1)]
+
+    @staticmethod
+    def _collect(closes: dict[tuple[int, tuple[int, ...]], list[I64]], qs: I64, sh: I64, nodes: I64) -> None:
+        if sh.shape[1] == 0 or not sh.any():
+            for qq in np.unique(qs):
+                closes.setdefault((int(qq), ()), []).append(nodes[qs == qq])
+            return
+        keys = np.concatenate([qs[:, None], np.sort(sh, axis=1)], axis=1)
+        uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+        inv = inv.reshape(-1)
+        for u in range(uniq.shape[0]):
+            shs = tuple(sorted({int(x) for x in uniq[u, 1:] if x}))
+            closes.setdefault((int(uniq[u, 0]), shs), []).append(nodes[inv == u])
