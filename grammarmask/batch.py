@@ -1,0 +1,91 @@
+"""Batch masks: fill one ``[batch, n_words]`` array from many matchers (one row each).
+
+Serving engines keep one packed mask buffer per decoding step (the XGrammar/vLLM layout, see
+:class:`grammarmask.Mask`) and ask every live sequence for its row. A row whose state was seen before
+is a cached array copied in place, which costs less than handing work to a thread; so the default is
+a plain loop, and a caller's thread pool is used only when given (``executor=``), splitting the batch
+into one contiguous chunk per worker. That pays off when many rows are first visits to new grammar
+states (numpy walks the token trie and releases the GIL in its array work); measure with
+``benchmarks/bench_batch.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import Executor
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .errors import GrammarError
+from .grammar import Matcher
+
+__all__ = ["allocate_masks", "fill_masks"]
+
+
+def allocate_masks(batch: int, n_words: int, dtype: Any = np.int32) -> npt.NDArray[Any]:
+    """A zeroed ``[batch, n_words]`` mask buffer (int32 like vLLM/XGrammar, or uint32)."""
+    if batch < 0 or n_words < 1:
+        raise GrammarError(f"allocate_masks needs batch >= 0 and n_words >= 1, got {batch}, {n_words}")
+    return np.zeros((batch, n_words), dtype=dtype)
+
+
+def _fill_rows(matchers: Sequence[Matcher | None], words: npt.NDArray[Any], lo: int, hi: int) -> None:
+    for row in range(lo, hi):
+        m = matchers[row]
+        if m is None:
+            words[row] = 0
+        else:
+            m.fill_mask(words, row)
+
+
+def fill_masks(
+    matchers: Sequence[Matcher | None],
+    words: npt.NDArray[Any],
+    *,
+    executor: Executor | None = None,
+) -> None:
+    """Write ``matchers[i]``'s mask into ``words[i]`` for every ``i`` (a ``None`` entry: a zero row).
+
+    Parameters
+    ----------
+    matchers
+        One matcher per row (they may use different grammars, but one vocabulary size).
+    words
+        A C-contiguous ``[len(matchers), n_words]`` int32 or uint32 array, written in place
+        (same bits either way: bit ``t % 32`` of word ``t // 32`` is token ``t``).
+    executor
+        Optional thread pool: the rows are split into one chunk per worker.
+
+    Raises
+    ------
+    GrammarError
+        The array has the wrong shape, dtype or layout, or a matcher's vocabulary does not fit it.
+    NoLegalContinuation
+        A matcher has no legal continuation (an intersection dead-ended); rows before it are filled.
+    """
+    if not isinstance(words, np.ndarray) or words.ndim != 2:
+        raise GrammarError("fill_masks needs a 2-D [batch, n_words] numpy array")
+    if words.shape[0] != len(matchers):
+        raise GrammarError(f"fill_masks got {len(matchers)} matchers for {words.shape[0]} rows")
+    if words.dtype not in (np.int32, np.uint32):
+        raise GrammarError(f"fill_masks needs an int32 or uint32 array, got {words.dtype}")
+    if not words.flags.c_contiguous or not words.flags.writeable:
+        raise GrammarError("fill_masks needs a writeable C-contiguous array")
+    for i, m in enumerate(matchers):
+        if m is not None and m.vocab.n_words != words.shape[1]:
+            raise GrammarError(
+                f"matcher {i} needs {m.vocab.n_words} words per row, the array has {words.shape[1]}"
+            )
+    n = len(matchers)
+    workers = getattr(executor, "_max_workers", 2) if executor is not None else 1
+    if executor is None or n < 2 or workers < 2:
+        _fill_rows(matchers, words, 0, n)
+        return
+    chunk = -(-n // workers)
+    futures = [
+        executor.submit(_fill_rows, matchers, words, lo, min(n, lo + chunk)) for lo in range(0, n, chunk)
+    ]
+    for f in futures:
+        f.result()
