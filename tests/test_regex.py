@@ -109,7 +109,8 @@ def test_random_walks_on_tekken_end_in_matches(tekken: gm.Vocabulary, pattern: s
     """Soundness: constrained random walks that end with EOS spell a full match; the others a prefix."""
     compiled = Regex(pattern).compile(tekken)
     rng = np.random.default_rng(0)
-    single = np.array([len(b) == 1 for b in tekken.token_bytes] + [False] * (tekken.size - len(tekken.token_bytes)))
+    pad = [False] * (tekken.size - len(tekken.token_bytes))
+    single = np.array([len(b) == 1 for b in tekken.token_bytes] + pad)
     finished = 0
     for _ in range(15):
         m = compiled.matcher()

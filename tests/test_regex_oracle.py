@@ -13,6 +13,7 @@ apart).
 from __future__ import annotations
 
 import bisect
+import contextlib
 import functools
 import re
 from dataclasses import dataclass, field
@@ -118,10 +119,8 @@ def utf8_completion_range(tail: bytes) -> tuple[int, int] | None:
     for b in range(0x80, 0xC0):
         for fill in (b"\x80", b"\xbf"):
             cand = tail + bytes([b]) + fill * (rest - 1)
-            try:
+            with contextlib.suppress(UnicodeDecodeError):
                 found.append(ord(cand.decode("utf-8")))
-            except UnicodeDecodeError:
-                pass
     return (min(found), max(found)) if found else None
 
 

@@ -8,6 +8,7 @@ returns a trimmed, minimal :class:`DFA` whose state 0 is the dead state.
 from __future__ import annotations
 
 from .dfa import DFA, minimize, trim
+from .lark_idioms import rewrite_lark_idioms
 from .nfa import NFA, determinize
 from .ops import add_dfa_to_nfa, concat, empty_dfa, from_strings, literal_dfa, product, union
 from .regex import DEFAULT_MAX_STATES, regex_to_dfa
@@ -25,6 +26,7 @@ __all__ = [
     "minimize",
     "product",
     "regex_to_dfa",
+    "rewrite_lark_idioms",
     "trim",
     "union",
 ]
