@@ -30,6 +30,8 @@ __all__ = ["Entry", "Frontier", "Group", "TokenWalker"]
 Words = npt.NDArray[np.uint32]
 I64 = npt.NDArray[np.int64]
 
+_SMALL = 12  # rows below which a walk continues in plain Python
+
 
 class Frontier:
     """Trie nodes one byte below a boundary, with the shadow states after that byte.
@@ -102,9 +104,14 @@ class TokenWalker:
             return self.empty
         total = int(cnt.sum())
         idx = np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(total)
-        bits = np.zeros(self.n_words * 32, dtype=bool)
-        bits[self.tokens[idx]] = True
-        words = np.packbits(bits, bitorder="little").view(np.uint32)
+        ids = self.tokens[idx]
+        if total < 2048:
+            words = np.zeros(self.n_words, dtype=np.uint32)
+            np.bitwise_or.at(words, ids >> 5, (np.uint32(1) << (ids & 31).astype(np.uint32)))
+        else:
+            bits = np.zeros(self.n_words * 32, dtype=bool)
+            bits[ids] = True
+            words = np.packbits(bits, bitorder="little").view(np.uint32)
         words.setflags(write=False)
         return words
 
@@ -141,6 +148,9 @@ class TokenWalker:
         inside_nodes: list[I64] = []
         closes: dict[tuple[int, tuple[int, ...]], list[I64]] = {}
         while n.size:
+            if n.size <= _SMALL:
+                self._small(n, q, sh, inside_nodes, closes)
+                break
             cont = self.reaccept[q]
             if sh.shape[1] and sh.any():
                 self._refine(cont, q, sh)
@@ -166,6 +176,43 @@ class TokenWalker:
             groups.append(Group(qq, shs, gn, self.words_of_nodes(gn)))
         inside = self.words_of_nodes(np.concatenate(inside_nodes)) if inside_nodes else self.empty
         return Entry(inside, groups)
+
+    def _small(self, n: I64, q: I64, sh: I64, inside_nodes: list[I64],
+               closes: dict[tuple[int, tuple[int, ...]], list[I64]]) -> None:
+        """The rest of the walk for a few rows, depth first in plain Python (narrow, deep subtrees)."""
+        lex = self.lex
+        rows, acc, re_ = lex.rows, lex.acc_list, lex.reaccept
+        child_lo, child_hi, byte, table = self.child_lo, self.child_hi, self.byte, self.table
+        inside: list[int] = []
+        found: dict[tuple[int, tuple[int, ...]], list[int]] = {}
+        stack = [(int(n[i]), int(q[i]), tuple(sorted({int(x) for x in sh[i] if x}))) for i in range(n.size)]
+        while stack:
+            node, st, shs = stack.pop()
+            if lex.can_finish(st, shs, nonempty=True):
+                inside.append(node)
+            if acc[st]:
+                found.setdefault((st, shs), []).append(node)
+            if not re_[st]:
+                continue
+            lo, hi = int(child_lo[node]), int(child_hi[node])
+            if hi - lo > 8:
+                bs = byte[lo:hi]
+                live = np.nonzero(table[st, bs])[0]
+                cands = [(lo + int(i), int(bs[i])) for i in live]
+            else:
+                cands = [(c, int(byte[c])) for c in range(lo, hi)]
+            row = rows[st]
+            for c, b in cands:
+                s2 = row[b]
+                if not s2:
+                    continue
+                sh2 = lex.step_shadows(shs, b)
+                if sh2 is not None:
+                    stack.append((c, s2, sh2))
+        if inside:
+            inside_nodes.append(np.asarray(inside, dtype=np.int64))
+        for key, nodes in found.items():
+            closes.setdefault(key, []).append(np.asarray(nodes, dtype=np.int64))
 
     def _refine(self, cont: npt.NDArray[np.bool_], q: I64, sh: I64) -> None:
         """Where shadows are alive, a lexeme continues only if it can finish before they accept."""
