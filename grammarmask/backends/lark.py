@@ -97,6 +97,9 @@ def lark_to_cfg(text: str, *, start: str = "start", source_path: str | None = No
         parser = lark.Lark(text, parser="earley", lexer="dynamic", start=start,
                            source_path=source_path, import_paths=list(import_paths))
     except LarkError as e:
+        if f"undefined rule: NonTerminal('{start}')" in str(e):
+            raise GrammarError(f"lark: the grammar has no rule named {start!r} (the start rule; pass "
+                               "start=... to use another)") from None
         raise _lark_error(e, text) from None
     except re.error as e:
         raise GrammarError(f"lark: bad regular expression: {e}", text=text) from None

@@ -1,0 +1,153 @@
+"""The Lark front end: lark's features reach the masks, bad grammars fail with line and column.
+
+Accept/reject expectations are checked against ``lark.Lark(text).parse`` itself where it applies.
+"""
+
+from __future__ import annotations
+
+import os
+
+import lark
+import pytest
+
+from grammarmask.backends.lark import Lark
+from grammarmask.errors import GrammarError
+from grammarmask.testing import assert_accepts, assert_rejects, byte_vocabulary
+
+CORPUS = "/work/shared/corpus/lark"
+
+# (grammar, accepted, rejected): lark decides, we must agree.
+FEATURES = {
+    "templates": (
+        '_sep{x, sep}: x (sep x)*\nstart: "[" _sep{NUMBER, ","} "]"\n%import common.NUMBER\n',
+        ["[1]", "[1,2,3]"], ["[]", "[1,]"],
+    ),
+    "inline_and_alias": (
+        '?start: a | b -> bee\n?a: "x" c\nc: "y"+\nb: "z"\n', ["xy", "xyyy", "z"], ["x", "zy"],
+    ),
+    "maybe_and_repeat": ('start: "a" ["b"] "c"~2..3\n', ["acc", "abccc"], ["ac", "abcccc"]),
+    "ignore_comments": (
+        'start: NAME+\n%import common.CNAME -> NAME\n%import common.WS\n%ignore WS\n'
+        'COMMENT: /#[^\\n]*/\n%ignore COMMENT\n',
+        ["a b # hi\n c", "# lead\nx"], ["", "# only"],
+    ),
+    "case_insensitive_and_flags": ('start: "select"i /[a-z]+/i\n%ignore " "\n', ["SeLeCt Abc"], ["selec t"]),
+    "priorities_do_not_change_the_language": (
+        'start: A | B\nA.2: /a+/\nB.-1: /a+b?/\n', ["aaa", "aab"], ["b"],
+    ),
+    "escaped_string_lookbehind": (
+        "start: ESCAPED_STRING\n%import common.ESCAPED_STRING\n",
+        ['"a"', '"a\\"b"', '"\\\\"', '""'], ['"a\\"', '"a"b"', '"a\nb"'],
+    ),
+    "unicode": ('start: /[\u00e0-\u00ff]+/ "\u2603"\n', ["\u00e0\u00e9\u2603"], ["\u2603", "a\u2603"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FEATURES))
+def test_feature_matches_lark(name: str) -> None:
+    text, good, bad = FEATURES[name]
+    parser = lark.Lark(text, parser="earley", lexer="dynamic")
+    g = Lark(text)
+    vocab = byte_vocabulary()
+    for s in good:
+        parser.parse(s)
+        assert_accepts(g, s, vocab)
+    for s in bad:
+        with pytest.raises(lark.exceptions.LarkError):
+            parser.parse(s)
+        assert_rejects(g, s, vocab)
+
+
+def test_relative_imports_resolve_against_the_file() -> None:
+    path = os.path.join(CORPUS, "lark-parser/test_grammars/test_relative_import.lark")
+    g = Lark.from_file(path)
+    parser = lark.Lark.open(path, parser="earley", lexer="dynamic")
+    vocab = byte_vocabulary()
+    for s in ["12 ab", "1ab"]:
+        ok = True
+        try:
+            parser.parse(s)
+        except lark.exceptions.LarkError:
+            ok = False
+        (assert_accepts if ok else assert_rejects)(g, s, vocab)
+
+
+def test_start_option() -> None:
+    g = Lark('a: "x" b\nb: "y"\n', start="b")
+    assert_accepts(g, "y")
+    assert_rejects(g, "xy")
+
+
+# Bad grammars: (text, expected substring, line, column)
+ERRORS = {
+    "syntax": ('start: "a" (\n', "parenthesis", 1, 13),
+    "unexpected_token": ('start: "a" ]\n', "Unexpected token", 1, 12),
+    "undefined_rule": ('start: "a" foo\n', "foo", 1, 12),
+    "undefined_terminal": ('start: "a"\n  | FOO\n', "FOO", 2, 5),
+    "declare": ('start: "a" FOO\n%declare FOO\n', "%declare", 1, 12),
+    "unproductive_start": ('start: "a" start\n', "unproductive", 1, 1),
+    "empty_language": ('x: "a"\nstart: x start | start x\n', "empty", 2, 1),
+    "zero_width": ('start: A\nA: /a*/\n', "zero-width", 2, 1),
+    "lookaround": ('start: A\nA: /a(?=b)/\n', "lookaround", 2, 1),
+    "no_start_rule": ('a: "x"\n', "start", None, None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ERRORS))
+def test_bad_grammar_errors_say_where(name: str) -> None:
+    text, needle, line, col = ERRORS[name]
+    with pytest.raises(GrammarError) as info:
+        Lark(text)
+    err = info.value
+    assert needle.lower() in str(err).lower()
+    assert (err.line, err.column) == (line, col)
+    if line is not None:
+        assert f"line {line}, column {col}" in str(err) and "^" in str(err)
+
+
+def test_non_text_input_is_a_grammar_error() -> None:
+    with pytest.raises(GrammarError):
+        Lark(b"start: 'a'")  # type: ignore[arg-type]
+    with pytest.raises(GrammarError, match="cannot read"):
+        Lark.from_file("/nonexistent/x.lark")
+
+
+def _corpus_files() -> list[str]:
+    out = []
+    for root, _, files in os.walk(CORPUS):
+        out += [os.path.join(root, f) for f in files if f.endswith(".lark")]
+    return sorted(out)
+
+
+def test_every_corpus_grammar_compiles_or_is_refused_clearly() -> None:
+    vocab = byte_vocabulary()
+    compiled = refused = 0
+    for path in _corpus_files():
+        try:
+            c = Lark.from_file(path).compile(vocab)
+        except GrammarError as e:
+            refused += 1
+            assert str(e).strip(), path
+            continue
+        compiled += 1
+        st = c.initial_state()
+        assert c.state_mask_words(st).any() or c.is_accepting_state(st), path
+    assert compiled >= 30 and compiled + refused == len(_corpus_files())
+
+
+@pytest.mark.parametrize(
+    ("grammar", "examples"),
+    [
+        ("syncode/sql.lark", "syncode/examples/sql_spider_gold_first25.tsv"),
+        ("lark-parser/example_grammars/composition/storage.lark",
+         "lark-parser/examples/composition/combined_csv_and_json.txt"),
+    ],
+)
+def test_corpus_examples_are_accepted(grammar: str, examples: str) -> None:
+    g = Lark.from_file(os.path.join(CORPUS, grammar))
+    with open(os.path.join(CORPUS, examples), encoding="utf-8") as f:
+        data = f.read()
+    docs = [line.split("\t")[0] for line in data.splitlines()] if examples.endswith(".tsv") else [data]
+    vocab = byte_vocabulary()
+    for doc in docs:
+        assert_accepts(g, doc, vocab)
