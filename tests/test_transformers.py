@@ -165,3 +165,15 @@ def test_importing_grammarmask_does_not_import_torch() -> None:
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
+def test_every_score_dtype_is_masked_alike(vocab: Vocabulary, dtype: str) -> None:
+    compiled = Choice(["yes", "no", "maybe"]).compile(vocab)
+    ref = compiled.matcher().mask().to_bool()
+    scores = torch.randn(3, vocab.size + 5).to(getattr(torch, dtype))
+    out = GrammarLogitsProcessor(compiled)(torch.ones(3, 2, dtype=torch.long), scores)
+    assert out.dtype == scores.dtype and out.shape == scores.shape
+    legal = torch.isfinite(out).numpy()
+    assert (legal[:, : vocab.size] == ref).all() and not legal[:, vocab.size:].any()
+    assert torch.equal(out[torch.from_numpy(legal)], scores[torch.from_numpy(legal)])

@@ -69,7 +69,6 @@ class GrammarLogitsProcessor:
         self._initial_prompt_length = prompt_length
         self._matchers: dict[tuple[int, ...], Matcher] = {}
         self._words: npt.NDArray[np.int32] = np.zeros((0, self.vocab.n_words), np.int32)
-        self._shifts: Any = None
 
     def __repr__(self) -> str:
         return f"<GrammarLogitsProcessor {type(self.compiled).__name__} rows={len(self._matchers)}>"
@@ -111,8 +110,12 @@ class GrammarLogitsProcessor:
             else:
                 m.fill_mask(words, row)
         self._matchers = current
-        legal = self._unpack(torch, words, scores.device, width)
-        return scores.masked_fill(~legal, float("-inf"))
+        legal = self._legal(words, width)
+        if scores.device.type == "cpu" and scores.dtype in (torch.float32, torch.float64, torch.float16):
+            # numpy's select is several times faster than torch's masked_fill on CPU
+            arr = scores.detach().numpy()
+            return torch.from_numpy(np.where(legal, arr, arr.dtype.type(-np.inf)))
+        return scores.masked_fill(~torch.from_numpy(legal).to(scores.device), float("-inf"))
 
     # --- internals -------------------------------------------------------------------------------
 
@@ -156,17 +159,14 @@ class GrammarLogitsProcessor:
             self._words = np.zeros((batch, self.vocab.n_words), np.int32)
         return self._words
 
-    def _unpack(self, torch: Any, words: npt.NDArray[np.int32], device: Any, width: int) -> Any:
-        """Packed words -> a [batch, width] bool tensor on ``device`` (padding columns False)."""
-        if self._shifts is None or self._shifts.device != device:
-            self._shifts = torch.arange(32, dtype=torch.int32, device=device)
-        w = torch.from_numpy(words).to(device)
-        bits = ((w.unsqueeze(-1) >> self._shifts) & 1).bool().reshape(words.shape[0], -1)
+    def _legal(self, words: npt.NDArray[np.int32], width: int) -> npt.NDArray[np.bool_]:
+        """Packed words -> a [batch, width] bool array (padding columns False)."""
+        bits = np.unpackbits(words.view(np.uint8), axis=1, bitorder="little").view(np.bool_)
         size = self.vocab.size
         if bits.shape[1] >= width:
             bits = bits[:, :width]
-            if width > size:
-                bits[:, size:] = False
+            bits[:, size:] = False
             return bits
-        pad = torch.zeros(words.shape[0], width - bits.shape[1], dtype=torch.bool, device=device)
-        return torch.cat([bits, pad], dim=1)
+        legal = np.zeros((words.shape[0], width), dtype=np.bool_)
+        legal[:, : bits.shape[1]] = bits
+        return legal
