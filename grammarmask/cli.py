@@ -9,6 +9,7 @@ are one line on stderr, never a traceback (set ``GRAMMARMASK_DEBUG=1`` to see on
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import json
 import os
@@ -113,8 +114,9 @@ def load_grammar(path: str, kind: str | None = None) -> Grammar:
     return cls(schema)  # type: ignore[no-any-return]
 
 
+@functools.lru_cache(maxsize=2)
 def load_tokenizer(name: str) -> tuple[Any, Vocabulary]:
-    """The mistral-common tokenizer ``name`` (or a tokenizer file path) and its Vocabulary."""
+    """The mistral-common tokenizer ``name`` (or a tokenizer file path) and its Vocabulary (cached)."""
     from .loaders import mistral_tokenizer
 
     if name not in TOKENIZERS and not os.path.exists(name):
@@ -444,6 +446,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def cmd_generate(args: argparse.Namespace) -> int:
     try:
         import torch
+        import transformers
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError:
         raise CliError(
@@ -452,6 +455,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if not Path(args.model, "config.json").is_file():
         raise CliError(f"{args.model}: not a Hugging Face model directory (no config.json)")
     grammar = load_grammar(args.grammar, args.kind)
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
     with progress(f"loading {args.model}"):
         try:
             tok = AutoTokenizer.from_pretrained(args.model)
@@ -570,7 +575,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # --help, or a usage error already printed as one line
+        return e.code if isinstance(e.code, int) else EXIT_USAGE
     try:
         return int(args.fn(args))
     except CliError as e:
