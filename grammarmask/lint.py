@@ -1,0 +1,271 @@
+"""Grammar lint for Lark and GBNF text: problems that make part of a grammar (or all of it) dead.
+
+Each finding has a ``code``, a ``severity``, a message and the (1-based) line and column of the name
+it is about in the grammar text:
+
+========================  ========  =======================================================
+code                      severity  meaning
+========================  ========  =======================================================
+``empty-language``        error     the start rule derives no finite string: nothing matches
+``unproductive-rule``     warning   a rule derives no finite string (it only recurses)
+``empty-terminal``        error     a terminal's pattern matches no string at all
+``unreachable-rule``      warning   a rule the start rule never uses
+``unused-terminal``       warning   a terminal no rule uses (and that is not ``%ignore``-d)
+``unsupported-terminal``  note      a terminal grammarmask cannot compile to an automaton
+========================  ========  =======================================================
+
+Lark text is loaded with lark's own loader (``lark.Lark``), GBNF with grammarmask's GBNF parser.
+
+Examples
+--------
+>>> from grammarmask.lint import lint_lark
+>>> for f in lint_lark('start: "a" | loop\\nloop: "b" loop\\nunused: "c"'):  # doctest: +ELLIPSIS
+...     print(f)
+line 2, column 1: warning: rule 'loop' can never complete: ... [unproductive-rule]
+line 3, column 1: warning: rule 'unused' is unreachable from 'start' [unreachable-rule]
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import GrammarError
+
+__all__ = ["Finding", "lint_gbnf", "lint_lark"]
+
+_UNPRODUCTIVE = (
+    "rule {!r} can never complete: every alternative recurses forever or uses a dead rule or terminal"
+)
+_EMPTY = "the start rule {!r} derives no finite string: the grammar's language is empty"
+_NOT_REGULAR = "terminal {} is not regular (lookaround/backreference): grammarmask cannot compile it"
+
+
+@dataclass(frozen=True, order=True)
+class Finding:
+    """One lint result, about ``name`` at ``line``/``column`` (None when not found in the text)."""
+
+    line: int | None
+    column: int | None
+    severity: str
+    code: str
+    name: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"line {self.line}, column {self.column}: " if self.line is not None else ""
+        return f"{where}{self.severity}: {self.message} [{self.code}]"
+
+
+def _line_col(text: str, offset: int) -> tuple[int, int]:
+    line_start = text.rfind("\n", 0, offset) + 1
+    return text.count("\n", 0, offset) + 1, offset - line_start + 1
+
+
+def _lark_position(text: str, name: str) -> tuple[int | None, int | None]:
+    """Where ``name`` is defined (``name:`` / ``?name.2:``), else where it is %import-ed."""
+    m = re.search(
+        rf"^[ \t]*[?!]?({re.escape(name)})\b[ \t]*(?:\{{[^}}]*\}})?[ \t]*(?:\.-?\d+)?[ \t]*:", text, re.M
+    )
+    if m is None:
+        m = re.search(rf"^[ \t]*%import\b[^\n]*?\b({re.escape(name)})\b", text, re.M)
+    if m is None:
+        return None, None
+    return _line_col(text, m.start(1))
+
+
+def _productive(rules: Iterable[tuple[str, Sequence[tuple[bool, str]]]], live_terms: set[str]) -> set[str]:
+    """Nonterminals deriving a finite string; ``rules`` are (lhs, [(is_terminal, name), ...])."""
+    rules = list(rules)
+    done: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for lhs, rhs in rules:
+            if lhs not in done and all((n in live_terms) if term else (n in done) for term, n in rhs):
+                done.add(lhs)
+                changed = True
+    return done
+
+
+def _terminal_language(pattern: str) -> bool | None:
+    """Whether the pattern matches some string (None: it cannot be compiled to an automaton)."""
+    from .automata import regex_to_dfa
+
+    try:
+        return not regex_to_dfa(pattern).is_empty()
+    except GrammarError:
+        return None
+
+
+def lint_lark(text: str, *, start: str = "start", import_paths: Sequence[str] = ()) -> list[Finding]:
+    """Lint Lark grammar text; findings sorted by position.
+
+    Raises
+    ------
+    GrammarError
+        lark cannot load the text (the message has lark's line and column).
+    """
+    import lark
+    from lark.exceptions import LarkError
+
+    if not isinstance(text, str):
+        raise GrammarError(f"Lark grammar text must be str, got {type(text).__name__}")
+    try:
+        parser = lark.Lark(text, start=start, import_paths=list(import_paths))
+    except LarkError as e:
+        line, col = getattr(e, "line", None), getattr(e, "column", None)
+        if not isinstance(line, int) or line < 1:
+            line = col = None
+        raise GrammarError(f"lark: {str(e).splitlines()[0]}", line=line, column=col, text=text) from None
+    out: list[Finding] = []
+
+    def add(name: str, severity: str, code: str, message: str) -> None:
+        line, col = _lark_position(text, name)
+        out.append(Finding(line, col, severity, code, name, message))
+
+    # terminals: every definition in the text (used or not), plus the anonymous ones lark made
+    used_terms = {t.name: t for t in parser.terminals}
+    in_rules = {str(s.name) for r in parser.rules for s in r.expansion if s.is_term}
+    live_terms = in_rules - set(used_terms)  # %declare-d terminals: produced by a postlexer
+    for name, td in used_terms.items():
+        ok = _terminal_language(td.pattern.to_regexp())
+        if ok is False:
+            add(
+                name,
+                "error",
+                "empty-terminal",
+                f"terminal {name} ({td.pattern.to_regexp()!r}) matches no string",
+            )
+        else:
+            live_terms.add(name)
+            if ok is None and not _is_import(text, name):
+                add(name, "note", "unsupported-terminal", _NOT_REGULAR.format(name))
+    ignored = set(parser.ignore_tokens)
+    for name, _ in parser.grammar.term_defs:
+        if (
+            name not in used_terms
+            and name not in in_rules
+            and name not in ignored
+            and not name.startswith("__")
+        ):
+            add(str(name), "warning", "unused-terminal", f"terminal {name} is defined but no rule uses it")
+
+    # rules: lark drops the unreachable ones when it compiles, so compare with the definitions
+    reachable = {str(r.origin.name) for r in parser.rules}
+    for name, params, *_ in parser.grammar.rule_defs:
+        if not params and str(name) not in reachable and not str(name).startswith("__"):
+            add(str(name), "warning", "unreachable-rule", f"rule {str(name)!r} is unreachable from {start!r}")
+    rules = [
+        (str(r.origin.name), [(s.is_term, str(s.name)) for s in r.expansion]) for r in parser.rules
+    ]  # fmt: skip
+    productive = _productive(rules, live_terms)
+    for name in sorted(reachable - productive):
+        if name == start or name.startswith("_") and _lark_position(text, name) == (None, None):
+            continue  # lark's helper rules (__start_star_0, ...) are reported through their parents
+        add(
+            name,
+            "warning",
+            "unproductive-rule",
+            _UNPRODUCTIVE.format(name),
+        )
+    if start not in productive:
+        add(start, "error", "empty-language", _EMPTY.format(start))
+    return sorted(out, key=_order)
+
+
+def _order(f: Finding) -> tuple[int, int, str]:
+    return (f.line or 0, f.column or 0, f.code)
+
+
+def _is_import(text: str, name: str) -> bool:
+    return re.search(rf"^[ \t]*%import\b[^\n]*\b{re.escape(name)}\b", text, re.M) is not None
+
+
+def lint_gbnf(text: str, *, start: str = "root") -> list[Finding]:
+    """Lint GBNF grammar text (llama.cpp syntax); findings sorted by position.
+
+    Raises
+    ------
+    GrammarError
+        The text does not parse (line and column of the problem), or ``start`` is not defined.
+    """
+    from .backends.gbnf import _Alt, _Lit, _Parser, _Ref, _Rep
+
+    if not isinstance(text, str):
+        raise GrammarError(f"GBNF grammar text must be str, got {type(text).__name__}")
+    p = _Parser(text)
+    defs = p.parse()
+    if start not in defs:
+        raise GrammarError(f"the grammar has no {start!r} rule (the start rule)")
+    out: list[Finding] = []
+
+    def add(name: str, severity: str, code: str, message: str) -> None:
+        line, col = _line_col(text, p.rule_pos[name]) if name in p.rule_pos else (None, None)
+        out.append(Finding(line, col, severity, code, name, message))
+
+    # flatten each rule into (lhs, [(is_terminal, name)]) productions over fresh helper names
+    prods: list[tuple[str, list[tuple[bool, str]]]] = []
+    lits: dict[str, bool] = {}
+    refs: dict[str, set[str]] = {n: set() for n in defs}
+    counter = [0]
+
+    def sym(node: Any, owner: str) -> tuple[bool, str]:
+        if isinstance(node, _Lit):
+            key = node.regex
+            if key not in lits:
+                lits[key] = _terminal_language(key) is not False
+                if not lits[key]:
+                    add(
+                        owner,
+                        "error",
+                        "empty-terminal",
+                        f"rule {owner!r} has a character class that matches nothing",
+                    )
+            return True, key
+        if isinstance(node, _Ref):
+            if node.name not in defs:
+                line, col = _line_col(text, node.pos)
+                raise GrammarError(
+                    f"rule {node.name!r} is used but not defined", line=line, column=col, text=text
+                )
+            refs[owner].add(node.name)
+            return False, node.name
+        counter[0] += 1
+        helper = f"\0{counter[0]}"
+        if isinstance(node, _Alt):
+            for seq in node.alts:
+                prods.append((helper, [sym(n, owner) for n in seq]))
+        elif isinstance(node, _Rep):
+            inner = sym(node.node, owner)
+            prods.append((helper, [inner] * node.lo))  # the shortest expansion decides productivity
+        else:  # pragma: no cover - the parser makes only these nodes
+            raise GrammarError(f"unexpected GBNF node {node!r}")
+        return False, helper
+
+    for name, body in defs.items():
+        for seq in body.alts:
+            prods.append((name, [sym(n, name) for n in seq]))
+    productive = _productive(prods, {k for k, ok in lits.items() if ok})
+    reach = {start}
+    stack = [start]
+    while stack:
+        for r in refs[stack.pop()]:
+            if r not in reach:
+                reach.add(r)
+                stack.append(r)
+    for name in defs:
+        if name not in reach:
+            add(name, "warning", "unreachable-rule", f"rule {name!r} is unreachable from {start!r}")
+        elif name not in productive and name != start:
+            add(
+                name,
+                "warning",
+                "unproductive-rule",
+                _UNPRODUCTIVE.format(name),
+            )
+    if start not in productive:
+        add(start, "error", "empty-language", _EMPTY.format(start))
+    return sorted(out, key=_order)
