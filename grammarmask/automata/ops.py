@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import GrammarError
-from .dfa import DFA, column_classes, minimize, row_ids
+from .dfa import DFA, minimize, row_ids
 from .nfa import NFA, determinize
 
 __all__ = ["DEFAULT_PRODUCT_STATES", "concat", "empty_dfa", "from_strings", "literal_dfa", "product", "union"]
@@ -59,15 +59,36 @@ def from_strings(strings: Iterable[bytes]) -> DFA:
     for s_, d_ in zip(reversed(src), reversed(dst), strict=True):
         if height[d_] + 1 > height[s_]:
             height[s_] = height[d_] + 1
-    return _minimize_acyclic(table, np.array(final, dtype=np.bool_), np.array(height, dtype=np.int64))
+    classes = _edge_byte_classes(np.array(src), np.array(byt), np.array(dst))
+    return _minimize_acyclic(table, np.array(final, dtype=np.bool_), np.array(height, dtype=np.int64), classes)
+
+
+def _edge_byte_classes(
+    src: npt.NDArray[np.int64], byt: npt.NDArray[np.int64], dst: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int32]:
+    """Byte classes (identical transition columns) of a sparse table given by its edges."""
+    classes = np.zeros(256, dtype=np.int32)
+    if src.size == 0:
+        return classes
+    order = np.lexsort((src, byt))
+    s, b, d = src[order], byt[order], dst[order]
+    cuts = np.searchsorted(b, np.arange(257))
+    cols: dict[bytes, int] = {}
+    for x in range(256):
+        lo, hi = cuts[x], cuts[x + 1]
+        key = s[lo:hi].tobytes() + b"|" + d[lo:hi].tobytes()
+        classes[x] = cols.setdefault(key, len(cols))
+    return classes
 
 
 def _minimize_acyclic(
-    table: npt.NDArray[np.int32], final: npt.NDArray[np.bool_], height: npt.NDArray[np.int64]
+    table: npt.NDArray[np.int32],
+    final: npt.NDArray[np.bool_],
+    height: npt.NDArray[np.int64],
+    classes: npt.NDArray[np.int32],
 ) -> DFA:
     """Minimise a trimmed acyclic DFA (start 1, dead 0) level by level of height (Revuz 1992):
     equivalent states have equal heights, and a state's class depends only on lower levels."""
-    classes, _ = column_classes(table)
     reps = np.zeros(int(classes.max()) + 1, dtype=np.intp)
     reps[classes[::-1]] = np.arange(255, -1, -1)
     red = table[:, reps]

@@ -71,6 +71,9 @@ def regex_to_dfa(pattern: str, flags: int = 0, *, max_states: int = DEFAULT_MAX_
 
 @functools.lru_cache(maxsize=128)
 def _cached(pattern: str, flags: int, max_states: int) -> DFA:
+    strings = _plain_alternation(pattern, flags)
+    if strings is not None:  # fastest path: "(?:lit|lit|...)" without any syntax to parse
+        return from_strings(x.encode("utf-8") for x in strings)
     tree = parse(pattern, flags)
     flags = int(tree.state.flags) | int(flags)
     if not flags & re.IGNORECASE:
@@ -90,6 +93,28 @@ def _cached(pattern: str, flags: int, max_states: int) -> DFA:
 
 
 _LITERAL_SET_LIMIT = 100_000
+# a literal: characters without regex meaning, or a backslash before a non-alphanumeric ASCII
+# character (which re reads as that character itself, e.g. re.escape's output)
+_LIT = r"(?:[^\\.^$*+?{}\[\]|()]|\\[^0-9A-Za-z])+"
+_PLAIN_ALT = re.compile(rf"(?:\(\?:)?({_LIT}(?:\|{_LIT})*)\)?")
+_ALT_ITEM = re.compile(r"(?:[^\\|]|\\.)+", re.DOTALL)
+_UNESCAPE = re.compile(r"\\(.)", re.DOTALL)
+
+
+def _plain_alternation(pattern: str, flags: int) -> list[str] | None:
+    """The literals of a pattern that is only ``lit|lit|...`` (optionally in one ``(?:...)``)."""
+    if flags & (re.IGNORECASE | re.VERBOSE) or len(pattern) < 64:
+        return None
+    m = _PLAIN_ALT.fullmatch(pattern)
+    if m is None or pattern.startswith("(?:") != pattern.endswith(")"):
+        return None
+    out = [_UNESCAPE.sub(r"\1", item) for item in _ALT_ITEM.findall(m.group(1))]
+    if any(_SURROGATE.search(x) for x in out):
+        return None
+    return out
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _literal_set(seq: Any, depth: int) -> set[str] | None:
@@ -127,7 +152,7 @@ def _literal_set(seq: Any, depth: int) -> set[str] | None:
         if len(out) * len(alts) > _LITERAL_SET_LIMIT:
             return None
         out = {a + b for a in out for b in alts}
-    if any(0xD800 <= ord(ch) <= 0xDFFF for x in out for ch in x):
+    if _SURROGATE.search("".join(out)):
         return None  # lone surrogates have no UTF-8 encoding; leave them to the general path
     return out
 
