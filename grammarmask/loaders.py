@@ -298,8 +298,12 @@ def _from_hf_slow(
     else:
         enc: dict[str, int] = tok.encoder
         pieces = [b""] * (max(enc.values(), default=-1) + 1)
+        dec: dict[str, int] = tok.byte_decoder
         for text, i in enc.items():
-            pieces[i] = bytes(tok.byte_decoder[c] for c in text)
+            try:
+                pieces[i] = bytes(dec[c] for c in text)
+            except KeyError:  # not from the byte map: its text is its bytes
+                pieces[i] = text.encode("utf-8")
         specials = set()
     added = {int(i): t for i, t in getattr(tok, "added_tokens_decoder", {}).items()}
     n = max([len(pieces) - 1, *added]) + 1

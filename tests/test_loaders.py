@@ -293,3 +293,40 @@ def _cached(key: Any, build: Any) -> Vocabulary:
 
 _VOCABS: dict[int, Vocabulary] = {}
 
+
+
+def test_transformers_sentencepiece_backend(spm: tuple[Vocabulary, Any]) -> None:
+    """A transformers tokenizer without a ``tokenizers`` backend (``sp_model``): same bytes as the raw
+    processor, specials from ``added_tokens_decoder`` / ``all_special_ids``."""
+    pytest.importorskip("transformers", reason="transformers not installed")
+    backend = pytest.importorskip("transformers.tokenization_utils_sentencepiece")
+    raw, sp = spm
+    import mistral_common
+
+    path = os.path.join(os.path.dirname(mistral_common.__file__), "data", "tokenizer.model.v1")
+    tok = backend.SentencePieceBackend(vocab_file=path, eos_token="</s>", unk_token="<unk>", bos_token="<s>")
+    tok.add_tokens(["<tool>"], special_tokens=True)
+    tok.add_tokens(["grammarmask"])
+    vocab = Vocabulary.from_hf(tok)
+    assert vocab.eos_token_id == tok.eos_token_id == 2
+    assert vocab.token_bytes[:32000] == raw.token_bytes
+    assert tok.convert_tokens_to_ids("<tool>") in vocab.special_ids
+    assert vocab.token_bytes[tok.convert_tokens_to_ids("grammarmask")] == b"grammarmask"
+    assert set(tok.all_special_ids) <= vocab.special_ids
+
+
+def test_slow_byte_level_tokenizer_duck_typed() -> None:
+    """A GPT-2 style Python tokenizer (``encoder`` + ``byte_decoder``), as transformers' slow ones are."""
+    b2u = loaders.bytes_to_unicode()
+
+    class SlowGpt2:
+        encoder = {"".join(b2u[b] for b in t.encode()): i for i, t in enumerate(["a", " b", "ü", "\n"])}
+        encoder["<|endoftext|>"] = 4
+        byte_decoder = {c: b for b, c in b2u.items()}
+        added_tokens_decoder = {4: "<|endoftext|>", 5: "<new>"}
+        all_special_ids = [4]
+        eos_token_id = 4
+
+    vocab = Vocabulary.from_hf(SlowGpt2())
+    assert vocab.token_bytes == (b"a", b" b", "ü".encode(), b"\n", b"", b"<new>")
+    assert vocab.eos_token_id == 4 and vocab.special_ids == {4}
