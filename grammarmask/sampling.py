@@ -203,13 +203,18 @@ def _sample(
         )
     stats = _step_stats(z_all, z, zmax) if want_stats else None
 
+    if temperature not in (0.0, 1.0):
+        with np.errstate(over="ignore"):
+            scaled = z / temperature  # 2. temperature
+        if math.isfinite(float(scaled.max())):
+            z = scaled
+        else:
+            temperature = 0.0  # so cold that the logits overflow: take the T -> 0 limit (greedy)
     if temperature == 0.0:  # greedy: temperature and softmax keep the order, penalty is scale-free
         z = _penalize(z, legal, repetition_penalty, previous_tokens)
         token = int(legal[int(np.argmax(z))])
         return token, _with_token(stats, token, legal.size)
 
-    if temperature != 1.0:
-        z = z / temperature  # 2. temperature
     z = _penalize(z, legal, repetition_penalty, previous_tokens)  # 3. repetition penalty
     p = np.exp(z - z.max())  # 4. softmax, unnormalised: every step below only uses ratios
     if top_k is not None and top_k < p.size:  # 5. top-k among legal (ties at the boundary kept)

@@ -303,3 +303,10 @@ def test_torch_tensors_sample_like_numpy() -> None:
         assert got == ref and all(legal[t] for t in got)
     with pytest.raises(GrammarError, match="1-D"):
         sample(torch.zeros(2, 300), mask)
+
+
+def test_extremely_cold_temperature_is_the_greedy_limit() -> None:
+    logits = np.array([1.0, 3.0, 2.0, 5.0])
+    mask = Mask.from_token_ids([0, 1, 2], 4)
+    assert sample(logits, mask, temperature=1e-310, rng=0) == 1
+    assert sample(logits, mask, temperature=1e-3, rng=0) == 1
