@@ -265,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tokenizers", default="tekken", help="comma list of tekken, sentencepiece")
     p.add_argument("--only", default="", help="run only workloads whose name contains this")
     p.add_argument("--jsb", type=int, default=3, help="JSONSchemaBench schemas per sub-dataset (0: skip)")
+    p.add_argument("--jsb-tokenizers", default="tekken", help="tokenizers to run JSONSchemaBench with")
+    p.add_argument("--render", metavar="JSON", help="only re-render a results JSON file as markdown")
     p.add_argument("--timeout", type=float, default=120, help="seconds per engine and workload")
     p.add_argument(
         "--peer-python",
@@ -272,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the Python that has xgrammar/llguidance/outlines-core (default: this one)",
     )
     p.add_argument("--out", default=str(RESULTS / "latest"), help="output path without extension")
+    p.add_argument("--readme", action="store_true", help="also put the table into README.md")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--spec", help=argparse.SUPPRESS)
     p.add_argument("--names", nargs="*", help=argparse.SUPPRESS)
@@ -279,12 +282,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         run_worker(args.worker, args.spec, args.names or [])
         return 0
+    if args.render:
+        report = json.loads(Path(args.render).read_text())
+        write_report(report, Path(args.out))
+        if args.readme:
+            update_readme(markdown(report))
+        return 0
     workloads = [w for w in W.build(jsb_per_dataset=args.jsb) if args.only in w.name]
     results: list[dict[str, Any]] = []
     skipped: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for tokenizer in args.tokenizers.split(","):
-            spec = build_spec(tokenizer, workloads)
+            jsb = tokenizer in args.jsb_tokenizers.split(",")
+            spec = build_spec(
+                tokenizer, [w for w in workloads if jsb or not w.group.startswith("JSONSchemaBench")]
+            )
             spec_path = os.path.join(tmp, f"{tokenizer}.json")
             Path(spec_path).write_text(json.dumps(spec))
             for engine in args.engines.split(","):
@@ -306,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"{time.perf_counter() - t0:.1f} s",
                         file=sys.stderr,
                     )
+                    partial = {"machine": machine(), "skipped_engines": skipped, "results": results}
+                    write_report(partial, Path(args.out + ".partial"))
             for w in spec["workloads"]:
                 if w["dropped_docs"]:
                     print(
@@ -316,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     report = {"machine": machine(), "skipped_engines": skipped, "results": results}
     write_report(report, Path(args.out))
     print(f"wrote {args.out}.json and {args.out}.md", file=sys.stderr)
+    if args.readme:
+        update_readme(markdown(report))
     return 0
 
 
@@ -427,8 +443,18 @@ def markdown(report: dict[str, Any]) -> str:
 def write_report(report: dict[str, Any], out: Path) -> None:
     """Write ``out``.json (everything) and ``out``.md (the tables)."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(report, indent=1))
-    out.with_suffix(".md").write_text(markdown(report))
+    Path(f"{out}.json").write_text(json.dumps(report, indent=1))
+    Path(f"{out}.md").write_text(markdown(report))
+
+
+def update_readme(table: str, readme: Path = ROOT / "README.md") -> None:
+    """Replace the text between the benchmark-table markers in README.md."""
+    text = readme.read_text(encoding="utf-8")
+    start, end = "<!-- benchmark-table:start -->\n", "<!-- benchmark-table:end -->"
+    i, j = text.find(start), text.find(end)
+    if i < 0 or j < i:
+        raise SystemExit("README.md has no benchmark-table markers")
+    readme.write_text(text[: i + len(start)] + table + text[j:], encoding="utf-8")
 
 
 def _batches(workloads: list[dict[str, Any]]) -> list[list[str]]:
