@@ -27,8 +27,42 @@ from grammarmask.errors import GrammarError
 
 from .test_regex_oracle import Pattern, patterns
 
-ALPHABET = ["a", "b", "c", "A", "K", "k", "\u212a", "ſ", "s", "S", "ß", "é", "É", "中", "😀", "😁", "1", "٣",
-            " ", "\n", "\t", ".", "_", "\x00", "\x1c", "İ", "i", "ı", "Σ", "σ", "ς", "ǅ", "ǆ", "Ǆ"]
+ALPHABET = [
+    "a",
+    "b",
+    "c",
+    "A",
+    "K",
+    "k",
+    "\u212a",
+    "ſ",
+    "s",
+    "S",
+    "ß",
+    "é",
+    "É",
+    "中",
+    "😀",
+    "😁",
+    "1",
+    "٣",
+    " ",
+    "\n",
+    "\t",
+    ".",
+    "_",
+    "\x00",
+    "\x1c",
+    "İ",
+    "i",
+    "ı",
+    "Σ",
+    "σ",
+    "ς",
+    "ǅ",
+    "ǆ",
+    "Ǆ",
+]
 
 
 def texts() -> st.SearchStrategy[str]:
@@ -97,14 +131,34 @@ def test_utf8_sequences_cover_exactly_the_encodings() -> None:
         def covered(data: bytes, seqs: list[tuple[tuple[int, int], ...]] = seqs) -> bool:
             return any(len(s) == len(data) and all(a <= b <= z for (a, z), b in zip(s, data)) for s in seqs)
 
-        probes = {lo, hi, max(lo - 1, 0), min(hi + 1, 0x10FFFF), 0xD7FF, 0xE000, 0x7F, 0x80, 0x7FF, 0x800,
-                  0xFFFF, 0x10000, *(rng.randint(0, 0x10FFFF) for _ in range(50))}
+        probes = {
+            lo,
+            hi,
+            max(lo - 1, 0),
+            min(hi + 1, 0x10FFFF),
+            0xD7FF,
+            0xE000,
+            0x7F,
+            0x80,
+            0x7FF,
+            0x800,
+            0xFFFF,
+            0x10000,
+            *(rng.randint(0, 0x10FFFF) for _ in range(50)),
+        }
         for c in probes:
             if 0xD800 <= c <= 0xDFFF:
                 continue
             assert covered(chr(c).encode()) == (lo <= c <= hi), (hex(lo), hex(hi), hex(c))
-        for bad in (b"\xed\xa0\x80", b"\xc0\x80", b"\xe0\x80\x80", b"\xf0\x80\x80\x80", b"\xf4\x90\x80\x80",
-                    b"\x80", b"\xff"):
+        for bad in (
+            b"\xed\xa0\x80",
+            b"\xc0\x80",
+            b"\xe0\x80\x80",
+            b"\xf0\x80\x80\x80",
+            b"\xf4\x90\x80\x80",
+            b"\x80",
+            b"\xff",
+        ):
             assert not covered(bad)
 
 
@@ -147,8 +201,20 @@ def invariants(dfa: DFA) -> None:
             assert (classes[b1] == classes[b2]) == bool((t[:, b1] == t[:, b2]).all())
 
 
-@pytest.mark.parametrize("pattern", [r"[a-z]+@[a-z]+\.com", r"(a|b)*abb", r"\d{2,4}", r"(?s).*x", r"a\Zb", "",
-                                     r"(?i)straße", r"[^\W\d]+", r"x(y|z)*$"])
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r"[a-z]+@[a-z]+\.com",
+        r"(a|b)*abb",
+        r"\d{2,4}",
+        r"(?s).*x",
+        r"a\Zb",
+        "",
+        r"(?i)straße",
+        r"[^\W\d]+",
+        r"x(y|z)*$",
+    ],
+)
 def test_dfas_are_trimmed_and_minimal(pattern: str) -> None:
     invariants(regex_to_dfa(pattern))
 

@@ -38,15 +38,29 @@ def brute_force(vocab: gm.Vocabulary, dfa: DFA, state: int) -> tuple[set[int], d
 
 @pytest.fixture(scope="module")
 def toy() -> gm.Vocabulary:
-    toks = [b"", b"", *[bytes([b]) for b in range(256)], b"ab", b"abc", "é".encode(), "😀".encode()[:2],
-            "😀".encode(), b"a@b", b".com", b" x", b'\\"', b'"a"']
+    toks = [
+        b"",
+        b"",
+        *[bytes([b]) for b in range(256)],
+        b"ab",
+        b"abc",
+        "é".encode(),
+        "😀".encode()[:2],
+        "😀".encode(),
+        b"a@b",
+        b".com",
+        b" x",
+        b'\\"',
+        b'"a"',
+    ]
     return gm.Vocabulary.from_tokens(toks, eos_token_id=0, special_token_ids=(1,), size=len(toks) + 3)
 
 
 @pytest.mark.parametrize("eager", [True, False])
 @pytest.mark.parametrize("pattern", PATTERNS)
-def test_index_matches_brute_force_toy(toy: gm.Vocabulary, pattern: str, eager: bool,
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_index_matches_brute_force_toy(
+    toy: gm.Vocabulary, pattern: str, eager: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if not eager:
         monkeypatch.setattr(gindex, "EAGER_STATES", 0)
     dfa = regex_to_dfa(pattern)
@@ -61,8 +75,9 @@ def test_index_matches_brute_force_toy(toy: gm.Vocabulary, pattern: str, eager: 
 
 @pytest.mark.parametrize("mode", ["eager", "lazy", "eager-all-broad-lazy"])
 @pytest.mark.parametrize("pattern", PATTERNS[:4])
-def test_index_matches_brute_force_tekken(tekken: gm.Vocabulary, pattern: str, mode: str,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_index_matches_brute_force_tekken(
+    tekken: gm.Vocabulary, pattern: str, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if mode == "lazy":
         monkeypatch.setattr(gindex, "EAGER_STATES", 0)
     if mode == "eager-all-broad-lazy":
@@ -73,8 +88,11 @@ def test_index_matches_brute_force_tekken(tekken: gm.Vocabulary, pattern: str, m
     tb = tekken.token_bytes
     normal = [t for t, b in enumerate(tb) if b and t not in tekken.special_ids]
     rng = np.random.default_rng(0)
-    states = list(range(1, dfa.n_states)) if dfa.n_states <= 12 else rng.choice(
-        np.arange(1, dfa.n_states), 12, replace=False).tolist()
+    states = (
+        list(range(1, dfa.n_states))
+        if dfa.n_states <= 12
+        else rng.choice(np.arange(1, dfa.n_states), 12, replace=False).tolist()
+    )
     for s in states:
         want = {t for t in normal if dfa.run(s, tb[t])}
         got = set(gm.Mask(idx.mask_words(s), tekken.size).token_ids().tolist())
@@ -86,8 +104,11 @@ def test_index_on_label_trie_and_special_ids(tekken: gm.Vocabulary) -> None:
     dfa = from_strings(labels)
     idx = DfaTokenIndex(tekken, dfa)
     legal = set(gm.Mask(idx.mask_words(dfa.start), tekken.size).token_ids().tolist())
-    want = {t for t, b in enumerate(tekken.token_bytes)
-            if b and t not in tekken.special_ids and any(x.startswith(b) for x in labels)}
+    want = {
+        t
+        for t, b in enumerate(tekken.token_bytes)
+        if b and t not in tekken.special_ids and any(x.startswith(b) for x in labels)
+    }
     assert legal == want
     for sp in list(tekken.special_ids)[:5]:
         assert idx.next_state(dfa.start, sp) == 0

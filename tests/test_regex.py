@@ -151,8 +151,10 @@ def oracle_prefix_ok(pattern: str, data: bytes) -> bool:
 
 DOCS = {
     r"[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\.[a-zA-Z]{2,}": ["john.doe@example.com", "x_y+z@mail.uni-bonn.de"],
-    r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)": ["2024-01-31T23:59:59.123Z",
-                                                                "1999-12-31T00:00:00+05:30"],
+    r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)": [
+        "2024-01-31T23:59:59.123Z",
+        "1999-12-31T00:00:00+05:30",
+    ],
     r"(?s)\w+(\W+\w+)*\W?": ["Grüße aus Köln, 東京 und 😀 — ça va?", "naïve café\nrésumé."],
     r'\{"name": "[^"]*", "age": \d+\}': ['{"name": "Zoë", "age": 42}'],
 }

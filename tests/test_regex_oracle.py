@@ -25,8 +25,30 @@ MAX_CP = 0x10FFFF
 
 # single-character atoms in re syntax
 ATOMS = [
-    "a", "b", "c", "é", "中", "😀", r"\n", " ", r"\.", "[a-c]", "[^a]", "[é-ü]", "[😀-😂]",
-    r"\d", r"\w", r"\s", r"\D", ".", r"[^\w\s]", "[0-9]", r"[\u0100-\u0800]", "K", "k", "ß",
+    "a",
+    "b",
+    "c",
+    "é",
+    "中",
+    "😀",
+    r"\n",
+    " ",
+    r"\.",
+    "[a-c]",
+    "[^a]",
+    "[é-ü]",
+    "[😀-😂]",
+    r"\d",
+    r"\w",
+    r"\s",
+    r"\D",
+    ".",
+    r"[^\w\s]",
+    "[0-9]",
+    r"[\u0100-\u0800]",
+    "K",
+    "k",
+    "ß",
 ]
 
 
@@ -74,8 +96,12 @@ def _combine(kind: str, parts: list[Pattern], q: str = "") -> Pattern:
     if kind == "cat":
         return Pattern("".join(p.re_text for p in parts), "".join(p.oracle_text for p in parts), flags, atoms)
     if kind == "alt":
-        return Pattern("(?:" + "|".join(p.re_text for p in parts) + ")",
-                       "(?:" + "|".join(p.oracle_text for p in parts) + ")", flags, atoms)
+        return Pattern(
+            "(?:" + "|".join(p.re_text for p in parts) + ")",
+            "(?:" + "|".join(p.oracle_text for p in parts) + ")",
+            flags,
+            atoms,
+        )
     (p,) = parts
     # laziness does not change a fullmatch language; the oracle gets the greedy form because
     # ``regex`` partial matching mishandles lazy repeats nested in repeats ("(?:a*?a)*" vs "b")

@@ -25,9 +25,7 @@ _BODY_RX_DOTALL = r"(?:.*[^\\])?(?:\\\\)*"
 
 def _short_string(q: str) -> tuple[str, str, str]:
     """python.lark's ``"(?!"")<body>"``: the body is not ``"`` and does not start with ``""``."""
-    body = (
-        rf"(?:{q}?(?:\\\\)+|{q}?[^{q}\\\n](?:\\\\)*|(?:[^{q}\n]|{q}[^{q}\n]).*[^\\\n](?:\\\\)*)?"
-    )
+    body = rf"(?:{q}?(?:\\\\)+|{q}?[^{q}\\\n](?:\\\\)*|(?:[^{q}\n]|{q}[^{q}\n]).*[^\\\n](?:\\\\)*)?"
     body_s = rf"(?:{q}?(?:\\\\)+|{q}?[^{q}\\](?:\\\\)*|(?:[^{q}]|{q}[^{q}]).*[^\\](?:\\\\)*)?"
     return f"{q}(?!{q}{q}){_BODY}{q}", f"{q}{body}{q}", f"{q}{body_s}{q}"
 

@@ -60,7 +60,9 @@ def from_strings(strings: Iterable[bytes]) -> DFA:
         if height[d_] + 1 > height[s_]:
             height[s_] = height[d_] + 1
     classes = _edge_byte_classes(np.array(src), np.array(byt), np.array(dst))
-    return _minimize_acyclic(table, np.array(final, dtype=np.bool_), np.array(height, dtype=np.int64), classes)
+    return _minimize_acyclic(
+        table, np.array(final, dtype=np.bool_), np.array(height, dtype=np.int64), classes
+    )
 
 
 def _edge_byte_classes(

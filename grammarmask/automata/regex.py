@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import re
 from re import _constants as C  # type: ignore[attr-defined]
-from re import _parser  # type: ignore[attr-defined]
+from re import _parser
 from typing import Any
 
 from ..errors import GrammarError
@@ -71,15 +71,15 @@ def regex_to_dfa(pattern: str, flags: int = 0, *, max_states: int = DEFAULT_MAX_
 
 @functools.lru_cache(maxsize=128)
 def _cached(pattern: str, flags: int, max_states: int) -> DFA:
-    strings = _plain_alternation(pattern, flags)
-    if strings is not None:  # fastest path: "(?:lit|lit|...)" without any syntax to parse
-        return from_strings(x.encode("utf-8") for x in strings)
+    plain = _plain_alternation(pattern, flags)
+    if plain is not None:  # fastest path: "(?:lit|lit|...)" without any syntax to parse
+        return _check_size(from_strings(x.encode("utf-8") for x in plain), max_states)
     tree = parse(pattern, flags)
     flags = int(tree.state.flags) | int(flags)
     if not flags & re.IGNORECASE:
         strings = _literal_set(tree, 0)
         if strings is not None:  # fast path: a finite set of literals (e.g. a label alternation)
-            dfa = from_strings(x.encode("utf-8", "surrogatepass") for x in strings)
+            dfa = from_strings(x.encode("utf-8") for x in strings)
             if dfa.n_states > max_states + 1:
                 raise GrammarError(
                     f"pattern too complex: its DFA needs more than {max_states} states "
@@ -115,6 +115,15 @@ def _plain_alternation(pattern: str, flags: int) -> list[str] | None:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _check_size(dfa: DFA, max_states: int) -> DFA:
+    if dfa.n_states > max_states + 1:
+        raise GrammarError(
+            f"pattern too complex: its DFA needs more than {max_states} states "
+            "(raise max_states, or simplify the pattern)"
+        )
+    return dfa
 
 
 def _literal_set(seq: Any, depth: int) -> set[str] | None:
