@@ -177,9 +177,14 @@ def test_bad_arguments(vocab: Vocabulary) -> None:
     assert gen_mod.__all__ == ["GenerationResult", "generate"]
 
 
-def test_generate_on_the_tekken_vocabulary() -> None:
+@pytest.fixture(scope="module")
+def tekken() -> Vocabulary:
+    return Vocabulary.from_mistral("tekken")
+
+
+def test_generate_on_the_tekken_vocabulary(tekken: Vocabulary) -> None:
     choice = pytest.importorskip("grammarmask.backends.choice")
-    vocab = Vocabulary.from_mistral("tekken")
+    vocab = tekken
     labels = ["Technology > AI > NLP", "Technology > AI > Vision", "Science > Physics", " Art"]
     g = choice.Choice(labels)
     for seed in range(5):
@@ -212,13 +217,12 @@ def test_regex_backend_outputs_fullmatch(
         assert len(res.token_ids) == 400
 
 
-def test_and_composition_ends_in_both_languages() -> None:
+def test_and_composition_ends_in_both_languages(tekken: Vocabulary) -> None:
     import re
 
     import grammarmask as gm
 
     regex = pytest.importorskip("grammarmask.backends.regex")
-    tekken = Vocabulary.from_mistral("tekken")
     g = gm.And(regex.Regex(r"[a-z ]{1,40}\."), regex.Regex(r"[^x]*(cat|dog)[^x]*"))
     for seed in range(4):
         res = generate(RandomModel(tekken.size, seed, scale=1.0), tekken, g, seed=seed, max_tokens=200)
