@@ -22,6 +22,8 @@ from grammarmask.integrations.transformers import GrammarLogitsProcessor  # noqa
 from grammarmask.testing import reference_mask  # noqa: E402
 from grammarmask.vocab import Vocabulary  # noqa: E402
 
+pytestmark = [pytest.mark.torch, pytest.mark.transformers]
+
 LABELS = ["Technology > AI > NLP", "Technology > AI > Vision", "Science > Physics", "yes", "no"]
 
 
