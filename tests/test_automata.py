@@ -273,3 +273,16 @@ def test_dfa_validates_its_arrays() -> None:
     d = regex_to_dfa("ab")
     with pytest.raises(ValueError):
         d.transitions[1, 0] = 3
+
+
+def test_many_literal_alternatives_inside_a_pattern() -> None:
+    rng = random.Random(5)
+    words = sorted({"".join(rng.choice("abé.") for _ in range(rng.randint(1, 5))) for _ in range(60)})
+    alt = "|".join(re.escape(w) for w in words)
+    for pattern in [f"x(?:{alt})+y?", f"(?:{alt})", f"[ab]*({alt})$", f"(?:{alt}|q+)"]:
+        rx, dfa = re.compile(pattern), regex_to_dfa(pattern)
+        invariants(dfa)
+        samples = ["x" + rng.choice(words) + rng.choice(["", "y", rng.choice(words)]) for _ in range(200)]
+        samples += ["".join(rng.choice("abé.xyq") for _ in range(rng.randint(0, 8))) for _ in range(500)]
+        samples += [*words, "qq", "ab" + words[0]]
+        assert_same_language(dfa, rx, samples)

@@ -26,7 +26,7 @@ from .charsets import (
 )
 from .dfa import DFA
 from .nfa import A_BEGIN, A_BOL, A_DOLLAR, A_END, A_EOL, NFA, determinize
-from .ops import from_strings
+from .ops import add_dfa_to_nfa, from_strings
 from .utf8 import MAX_CODEPOINT, utf8_sequences
 
 __all__ = ["DEFAULT_MAX_STATES", "regex_to_dfa"]
@@ -233,6 +233,10 @@ class _Builder:
         if op in (C.LITERAL, C.NOT_LITERAL, C.IN, C.ANY):
             self.charset(_charset(op, av, flags), start, end)
         elif op is C.BRANCH:
+            strings = None if flags & re.IGNORECASE or len(av[1]) < 16 else _literal_set([(op, av)], 0)
+            if strings is not None:  # many literal alternatives: embed their minimal trie DFA
+                add_dfa_to_nfa(self.nfa, from_strings(x.encode("utf-8") for x in strings), start, end)
+                return
             for alt in av[1]:
                 self.build(alt, flags, start, end)
         elif op is C.SUBPATTERN:
