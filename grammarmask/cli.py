@@ -93,14 +93,21 @@ def _read_text(path: str) -> str:
         raise CliError(f"{path}: cannot read: {e.strerror}") from None
 
 
-def load_grammar(path: str, kind: str | None = None) -> Grammar:
+def load_grammar(
+    path: str, kind: str | None = None, *, leading_space: str = "optional", separator: str | None = None
+) -> Grammar:
     """Build the grammar in ``path``: a labels file (one label per line, blank lines skipped), a regex
-    (the file minus one trailing newline), a ``.lark`` or ``.gbnf`` grammar, or a JSON Schema."""
+    (the file minus one trailing newline), a ``.lark`` or ``.gbnf`` grammar, or a JSON Schema.
+
+    Labels take ``leading_space`` (``"optional"`` by default: one space before the label, as BPE models
+    spell a word after a prompt, may or may not be there; ``"none"``; ``"always"``) and ``separator``
+    (several distinct labels joined by it)."""
     kind = grammar_kind(path, kind)
     text = _read_text(path)
     cls = _backend(kind)
     if kind == "labels":
-        return cls([line for line in text.splitlines() if line])  # type: ignore[no-any-return]
+        labels = [line for line in text.splitlines() if line]
+        return cls(labels, leading_space=leading_space, separator=separator)  # type: ignore[no-any-return]
     if kind == "regex":
         return cls(text[:-1] if text.endswith("\n") else text)  # type: ignore[no-any-return]
     if kind == "lark":
@@ -112,6 +119,10 @@ def load_grammar(path: str, kind: str | None = None) -> Grammar:
     except json.JSONDecodeError as e:
         raise CliError(f"{path}: line {e.lineno}, column {e.colno}: invalid JSON: {e.msg}") from None
     return cls(schema)  # type: ignore[no-any-return]
+
+
+def _grammar(args: argparse.Namespace) -> Grammar:
+    return load_grammar(args.grammar, args.kind, leading_space=args.leading_space, separator=args.separator)
 
 
 @functools.lru_cache(maxsize=2)
@@ -176,7 +187,7 @@ def _show(data: bytes) -> str:
 
 
 def cmd_mask(args: argparse.Namespace) -> int:
-    grammar = load_grammar(args.grammar, args.kind)
+    grammar = _grammar(args)
     t0 = time.perf_counter()
     with progress(f"loading tokenizer {args.tokenizer}"):
         tok, vocab = load_tokenizer(args.tokenizer)
@@ -316,7 +327,7 @@ def check_bytes(compiled: CompiledGrammar, data: bytes) -> dict[str, Any]:
 def cmd_check(args: argparse.Namespace) -> int:
     from .testing import byte_vocabulary
 
-    grammar = load_grammar(args.grammar, args.kind)
+    grammar = _grammar(args)
     compiled, _ = _compile(grammar, byte_vocabulary(), args.grammar)
     results = []
     for path in args.files:
@@ -399,7 +410,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
 
     if args.n < 1 or args.max_bytes < 1:
         raise CliError("-n and --max-bytes must be positive")
-    grammar = load_grammar(args.grammar, args.kind)
+    grammar = _grammar(args)
     if args.tokenizer == "bytes":
         vocab = byte_vocabulary()
     else:
@@ -454,9 +465,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
         ) from None
     if not Path(args.model, "config.json").is_file():
         raise CliError(f"{args.model}: not a Hugging Face model directory (no config.json)")
-    grammar = load_grammar(args.grammar, args.kind)
-    transformers.utils.logging.disable_progress_bar()
-    transformers.utils.logging.set_verbosity_error()
+    grammar = _grammar(args)
+    transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    transformers.utils.logging.set_verbosity_error()  # type: ignore[no-untyped-call]
     with progress(f"loading {args.model}"):
         try:
             tok = AutoTokenizer.from_pretrained(args.model)
@@ -520,6 +531,13 @@ def build_parser() -> argparse.ArgumentParser:
         sp = sub.add_parser(name, help=help_, description=help_)
         sp.add_argument("grammar", metavar="GRAMMAR", help="grammar file (.labels .regex .lark .gbnf .json)")
         sp.add_argument("--kind", choices=sorted(KINDS), help="grammar kind (default: from the extension)")
+        sp.add_argument(
+            "--leading-space",
+            choices=("optional", "none", "always"),
+            default="optional",
+            help="labels: may a space precede the label? (default: optional)",
+        )
+        sp.add_argument("--separator", help="labels: several distinct labels joined by this string")
         sp.set_defaults(fn=fn)
         return sp
 

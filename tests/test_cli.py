@@ -20,6 +20,8 @@ from grammarmask import cli
 ROOT = Path(__file__).resolve().parent.parent
 LABELS_FILE = ROOT / "examples" / "taxonomy.labels"
 LABELS = LABELS_FILE.read_text(encoding="utf-8").splitlines()
+# the CLI's labels default: one optional leading space (how BPE models spell a word after a prompt)
+SENTENCES = {s.encode() for lab in LABELS for s in (lab, " " + lab)}
 ARITH = ROOT / "grammars" / "arithmetic.lark"
 
 
@@ -60,7 +62,7 @@ def test_mask_accepts_a_label_step_by_step(
     assert [s["token_id"] for s in rep["steps"]] == ids
     assert rep["result"] == "accepted"
     # the first step's legal count, from the label set itself: tokens whose bytes start some label
-    prefixes = {lab.encode()[:i] for lab in LABELS for i in range(1, len(lab.encode()) + 1)}
+    prefixes = {s[:i] for s in SENTENCES for i in range(1, len(s) + 1)}
     want = sum(1 for b in tekken.token_bytes if b and b in prefixes)
     assert rep["steps"][0]["legal"] == want
     # a step is "forced" only when a single byte string can follow: then the legal count is small
@@ -84,9 +86,18 @@ def test_mask_rejects_with_the_step(capsys: pytest.CaptureFixture[str], tekken_t
     # the reference: the first token after which no label starts with the output so far
     for n in range(1, len(ids) + 1):
         prefix = b"".join(tekken_tokenizer.id_to_byte_piece(t) for t in ids[:n])
-        if not any(lab.encode().startswith(prefix) for lab in LABELS):
+        if not any(s.startswith(prefix) for s in SENTENCES):
             break
     assert rep["step"] == n
+
+
+def test_mask_label_options(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, _ = run(capsys, "mask", str(LABELS_FILE), "--text", " Science", "--leading-space", "none")
+    assert code == cli.EXIT_REJECTED
+    code, _, _ = run(capsys, "mask", str(LABELS_FILE), "--text", "Science|Sports", "--separator", "|")
+    assert code == cli.EXIT_OK
+    code, _, _ = run(capsys, "mask", str(LABELS_FILE), "--text", "Science|Science", "--separator", "|")
+    assert code == cli.EXIT_REJECTED  # no label twice
 
 
 def test_mask_incomplete_prefix(capsys: pytest.CaptureFixture[str]) -> None:
@@ -169,7 +180,7 @@ def test_sample_labels_and_regex(capsys: pytest.CaptureFixture[str], regex_file:
     code, out, _ = run(capsys, "sample", str(LABELS_FILE), "-n", "5", "--seed", "3", "--json")
     assert code == cli.EXIT_OK
     docs = json.loads(out)
-    assert len(docs) == 5 and all(d in LABELS for d in docs)
+    assert len(docs) == 5 and all(d.encode() in SENTENCES for d in docs)
     code, out, _ = run(
         capsys, "sample", str(regex_file), "-n", "5", "--seed", "3", "--max-bytes", "30", "--json"
     )
@@ -191,7 +202,7 @@ def test_sample_lark_outputs_parse_with_lark(capsys: pytest.CaptureFixture[str])
 def test_sample_real_tokenizer(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "sample", str(LABELS_FILE), "-n", "3", "--tokenizer", "tekken", "--json")
     assert code == cli.EXIT_OK
-    assert all(d in LABELS for d in json.loads(out))
+    assert all(d.encode() in SENTENCES for d in json.loads(out))
 
 
 # --- bad input: one line, exit 2, no traceback ------------------------------------------------------
@@ -296,7 +307,7 @@ def test_generate_with_a_tiny_local_model(capsys: pytest.CaptureFixture[str], tm
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers.convert_slow_tokenizer import bytes_to_unicode
 
-    b2u = bytes_to_unicode()
+    b2u = bytes_to_unicode()  # type: ignore[no-untyped-call]
     vocab = {"<s>": 0, "</s>": 1, **{b2u[b]: 2 + b for b in range(256)}}
     tk = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
