@@ -308,6 +308,11 @@ def _nucleus(p: F64, top_p: float) -> npt.NDArray[np.bool_]:
     tie of the ``m``-th) for growing ``m`` until they hold enough mass, which is the same prefix a full
     stable sort would give.
     """
+    keep = np.zeros(p.size, dtype=bool)
+    alive = np.flatnonzero(p)  # after top-k most entries may be zero: never sort those
+    if alive.size < p.size:
+        keep[alive[_nucleus(p[alive], top_p)]] = True
+        return keep
     target = top_p * float(p.sum())
     m = 64
     while True:
@@ -322,7 +327,6 @@ def _nucleus(p: F64, top_p: float) -> npt.NDArray[np.bool_]:
     order = cand[np.argsort(-p[cand], kind="stable")]
     sorted_p = p[order]
     before = np.cumsum(sorted_p) - sorted_p
-    keep = np.zeros(p.size, dtype=bool)
     keep[order[before < target]] = True  # the first token always stays (before = 0)
     return keep
 
