@@ -153,7 +153,7 @@ class DfaTokenIndex:
     and must not be mutated.
     """
 
-    def __init__(self, vocab: Vocabulary, dfa: DFA, *, cache_size: int = 1024) -> None:
+    def __init__(self, vocab: Vocabulary, dfa: DFA, *, cache_size: int = 512) -> None:
         self.vocab = vocab
         self.dfa = dfa
         classes, k = dfa.byte_classes()
@@ -184,6 +184,10 @@ class DfaTokenIndex:
         """Packed words of the tokens legal in ``state`` (shared array: do not mutate)."""
         hit = self._cache.get(state)
         if hit is not None:
+            try:  # noqa: SIM105 (hot path: cheaper than contextlib.suppress)
+                self._cache.move_to_end(state)
+            except KeyError:  # evicted by another thread meanwhile: still a valid answer
+                pass
             return hit
         if state == 0:
             return self._zeros
