@@ -310,3 +310,23 @@ def test_extremely_cold_temperature_is_the_greedy_limit() -> None:
     mask = Mask.from_token_ids([0, 1, 2], 4)
     assert sample(logits, mask, temperature=1e-310, rng=0) == 1
     assert sample(logits, mask, temperature=1e-3, rng=0) == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1, 3000), st.integers(0, 2**32 - 1), st.floats(0.01, 0.999), st.sampled_from([0.0, 0.5, 0.99])
+)
+def test_nucleus_equals_a_full_sort(n: int, seed: int, top_p: float, zero_frac: float) -> None:
+    from grammarmask.sampling import _nucleus
+
+    rng = np.random.default_rng(seed)
+    p = np.round(rng.exponential(size=n), 1)  # rounding makes ties
+    p[rng.random(n) < zero_frac] = 0.0
+    p[rng.integers(n)] = 1.0
+    order = np.argsort(-p, kind="stable")
+    before = np.cumsum(p[order]) - p[order]
+    ref = np.zeros(n, bool)
+    ref[order[before < top_p * p.sum()]] = True
+    got = _nucleus(p, top_p)
+    assert got.any() and not (got & (p == 0)).any()
+    assert np.array_equal(got, ref)
