@@ -204,12 +204,18 @@ def minimize(dfa: DFA) -> DFA:
     d = trim(dfa.transitions, dfa.accepting, dfa.start)
     if d.start == 0:
         return d
-    red, _, _ = _reduced(d.transitions)
+    red, classes, _ = _reduced(d.transitions)
     n = d.n_states
     block = d.accepting.astype(np.int64) + 1
     block[0] = 0
     n_blocks = len(np.unique(block))
+    rounds = 0
     while True:
+        rounds += 1
+        if rounds == 64:  # long chains need up to n Moore rounds; a finite language needs one pass
+            height = _acyclic_heights(red)
+            if height is not None:
+                return minimize_acyclic(d.transitions, d.accepting, height, classes, d.start)
         block = row_ids(np.concatenate([block[:, None], block[red]], axis=1))
         count = int(block.max()) + 1
         if count == n_blocks:
@@ -227,3 +233,64 @@ def minimize(dfa: DFA) -> DFA:
     if n_blocks == n:
         return d
     return DFA(new_t, new_acc, int(block[d.start]))
+
+
+def _acyclic_heights(red: IntArray) -> npt.NDArray[np.int64] | None:
+    """Longest path from each state to a dead end (state 0 excluded), or None if there is a cycle."""
+    n = red.shape[0]
+    succ = [sorted(set(row) - {0}) for row in red.tolist()]
+    height = [-1] * n  # -1 unvisited, -2 on the stack
+    height[0] = 0
+    for root in range(1, n):
+        if height[root] != -1:
+            continue
+        stack = [(root, 0)]
+        height[root] = -2
+        while stack:
+            s, i = stack[-1]
+            kids = succ[s]
+            if i < len(kids):
+                stack[-1] = (s, i + 1)
+                c = kids[i]
+                if height[c] == -2:
+                    return None
+                if height[c] == -1:
+                    height[c] = -2
+                    stack.append((c, 0))
+            else:
+                stack.pop()
+                height[s] = 1 + max((height[c] for c in kids), default=-1)
+    return np.array(height, dtype=np.int64)
+
+
+def minimize_acyclic(
+    table: IntArray,
+    final: BoolArray,
+    height: npt.NDArray[np.int64],
+    classes: npt.NDArray[np.int32],
+    start: int = 1,
+) -> DFA:
+    """Minimise a trimmed acyclic DFA (dead state 0) level by level of height (Revuz 1992):
+    equivalent states have equal heights, and a state's class depends only on lower levels."""
+    reps = np.zeros(int(classes.max()) + 1, dtype=np.intp)
+    reps[classes[::-1]] = np.arange(255, -1, -1)
+    red = table[:, reps]
+    n = table.shape[0]
+    cls_of = np.zeros(n, dtype=np.int64)  # dead state keeps class 0
+    order = np.argsort(height[1:], kind="stable") + 1
+    hs = height[order]
+    bounds = np.flatnonzero(np.diff(hs)) + 1
+    next_id = 1
+    for group in np.split(order, bounds):
+        sig = np.concatenate([final[group, None].astype(np.int64), cls_of[red[group]]], axis=1)
+        ids = row_ids(sig)
+        cls_of[group] = next_id + ids
+        next_id += int(ids.max()) + 1
+    first = np.full(next_id, -1, dtype=np.int64)
+    first[cls_of[::-1]] = np.arange(n - 1, -1, -1)
+    rep_states = first[1:]
+    new_t = np.zeros((next_id, 256), dtype=np.int32)
+    new_t[1:] = cls_of[table[rep_states]]
+    new_acc = np.zeros(next_id, dtype=np.bool_)
+    new_acc[1:] = final[rep_states]
+    return DFA(new_t, new_acc, int(cls_of[start]))

@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import GrammarError
-from .dfa import DFA, minimize, row_ids
+from .dfa import DFA, minimize, minimize_acyclic
 from .nfa import NFA, determinize
 
 __all__ = ["DEFAULT_PRODUCT_STATES", "concat", "empty_dfa", "from_strings", "literal_dfa", "product", "union"]
@@ -60,9 +60,7 @@ def from_strings(strings: Iterable[bytes]) -> DFA:
         if height[d_] + 1 > height[s_]:
             height[s_] = height[d_] + 1
     classes = _edge_byte_classes(np.array(src), np.array(byt), np.array(dst))
-    return _minimize_acyclic(
-        table, np.array(final, dtype=np.bool_), np.array(height, dtype=np.int64), classes
-    )
+    return minimize_acyclic(table, np.array(final, dtype=np.bool_), np.array(height, dtype=np.int64), classes)
 
 
 def _edge_byte_classes(
@@ -81,39 +79,6 @@ def _edge_byte_classes(
         key = s[lo:hi].tobytes() + b"|" + d[lo:hi].tobytes()
         classes[x] = cols.setdefault(key, len(cols))
     return classes
-
-
-def _minimize_acyclic(
-    table: npt.NDArray[np.int32],
-    final: npt.NDArray[np.bool_],
-    height: npt.NDArray[np.int64],
-    classes: npt.NDArray[np.int32],
-) -> DFA:
-    """Minimise a trimmed acyclic DFA (start 1, dead 0) level by level of height (Revuz 1992):
-    equivalent states have equal heights, and a state's class depends only on lower levels."""
-    reps = np.zeros(int(classes.max()) + 1, dtype=np.intp)
-    reps[classes[::-1]] = np.arange(255, -1, -1)
-    red = table[:, reps]
-    n = table.shape[0]
-    cls_of = np.zeros(n, dtype=np.int64)  # dead state keeps class 0
-    order = np.argsort(height[1:], kind="stable") + 1
-    hs = height[order]
-    bounds = np.flatnonzero(np.diff(hs)) + 1
-    next_id = 1
-    for group in np.split(order, bounds):
-        sig = np.concatenate([final[group, None].astype(np.int64), cls_of[red[group]]], axis=1)
-        ids = row_ids(sig)
-        cls_of[group] = next_id + ids
-        next_id += int(ids.max()) + 1
-    # renumber so the start state is 1 (cosmetic), dead stays 0
-    first = np.full(next_id, -1, dtype=np.int64)
-    first[cls_of[::-1]] = np.arange(n - 1, -1, -1)
-    rep_states = first[1:]
-    new_t = np.zeros((next_id, 256), dtype=np.int32)
-    new_t[1:] = cls_of[table[rep_states]]
-    new_acc = np.zeros(next_id, dtype=np.bool_)
-    new_acc[1:] = final[rep_states]
-    return DFA(new_t, new_acc, int(cls_of[1]))
 
 
 def _joint_classes(a: DFA, b: DFA) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:

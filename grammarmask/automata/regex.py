@@ -87,6 +87,11 @@ def _cached(pattern: str, flags: int, max_states: int) -> DFA:
                 )
             return dfa
     nfa = NFA(max_states=max(100_000, 50 * max_states))
+    weight = _weight(tree, nfa.max_states)
+    if weight > nfa.max_states:
+        raise GrammarError(
+            f"pattern too large: its repetitions expand to more than {nfa.max_states} characters"
+        )
     start, final = nfa.new_state(), nfa.new_state()
     _Builder(nfa, pattern).build(tree, flags, start, final)
     return determinize(nfa, start, final, max_states=max_states)
@@ -115,6 +120,25 @@ def _plain_alternation(pattern: str, flags: int) -> list[str] | None:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _weight(seq: Any, cap: int) -> int:
+    """Character nodes after expanding counted repetitions (a cheap lower bound on NFA size)."""
+    total = 0
+    for op, av in seq:
+        if op is C.BRANCH:
+            total += sum(_weight(alt, cap) for alt in av[1])
+        elif op is C.SUBPATTERN:
+            total += _weight(av[3], cap)
+        elif op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+            lo, hi, sub = av
+            copies = lo + 1 if hi is C.MAXREPEAT else hi
+            total += min(copies, cap + 1) * max(_weight(sub, cap), 1 if copies else 0)
+        else:
+            total += 1
+        if total > cap:
+            return total
+    return total
 
 
 def _check_size(dfa: DFA, max_states: int) -> DFA:
