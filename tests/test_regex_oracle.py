@@ -86,7 +86,12 @@ class Pattern:
         return f"Pattern({self.re_text!r}, flags={self.flags})"
 
 
+ANCHORS = ["^", "$", r"\A", r"\Z"]
+
+
 def _leaf(atom: str, flags: int) -> Pattern:
+    if atom in ANCHORS:
+        return Pattern(atom, atom, flags, set())
     return Pattern(atom, explicit(atom, flags), flags, {atom})
 
 
@@ -112,17 +117,20 @@ def _combine(kind: str, parts: list[Pattern], q: str = "") -> Pattern:
 QUANTS = ["*", "+", "?", "{1,2}", "{0,3}", "*?", "+?", "{2}", "??"]
 
 
-def patterns(max_depth: int = 3) -> st.SearchStrategy[Pattern]:
-    """Random patterns over :data:`ATOMS` with concatenation, alternation and quantifiers."""
+def patterns(max_depth: int = 3, anchors: bool = False) -> st.SearchStrategy[Pattern]:
+    """Random patterns over :data:`ATOMS` with concatenation, alternation and quantifiers
+    (and, with ``anchors``, ``^ $ \\A \\Z`` leaves and MULTILINE: for membership tests only)."""
+    leaves = ATOMS + ANCHORS * 3 if anchors else ATOMS
+    flag_choices = [0, 0, re.IGNORECASE, re.DOTALL, re.ASCII] + ([re.MULTILINE] * 3 if anchors else [])
 
     @st.composite
     def build(draw: st.DrawFn) -> Pattern:
-        flags = draw(st.sampled_from([0, 0, re.IGNORECASE, re.DOTALL, re.ASCII]))
+        flags = draw(st.sampled_from(flag_choices))
 
         def node(depth: int) -> Pattern:
             kind = draw(st.sampled_from(["leaf", "leaf", "cat", "alt", "rep"] if depth else ["leaf"]))
             if kind == "leaf":
-                return _leaf(draw(st.sampled_from(ATOMS)), flags)
+                return _leaf(draw(st.sampled_from(leaves)), flags)
             if kind == "rep":
                 return _combine("rep", [node(depth - 1)], draw(st.sampled_from(QUANTS)))
             n = draw(st.integers(2, 3))
