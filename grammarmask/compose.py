@@ -361,9 +361,12 @@ class _SequenceCompiled(CompiledGrammar):
         part = self.parts[i]
         out = []
         stack = [(0, s)]
+        clo, chi = trie.child_lo, trie.child_hi
         while stack:
             n, ps = stack.pop()
-            for c in range(int(trie.child_lo[n]), int(trie.child_hi[n])):
+            for c in range(int(clo[n]), int(chi[n])):
+                if clo[c] == chi[c]:
+                    continue  # a leaf: no token goes on past it into the next part
                 nxt = part.advance_state(ps, self.vocab.size + int(trie.byte[c]))
                 if nxt is not None:
                     if part.is_accepting_state(nxt):

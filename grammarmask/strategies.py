@@ -28,6 +28,7 @@ from collections import deque
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from hypothesis import assume
 from hypothesis import strategies as st
 
@@ -65,15 +66,75 @@ def _compile(grammar: Grammar | CompiledGrammar) -> CompiledGrammar:
 
 
 def _legal_bytes(m: Matcher) -> list[int]:
-    ids = m.mask().token_ids()
-    return [int(t) - 1 for t in ids if 0 < t <= 256]
+    if m.is_finished():
+        return []
+    m.mask()  # raises NoLegalContinuation at an intersection's dead end
+    return _legal_of(m.compiled, m.state)
+
+
+def _byte_bits(compiled: CompiledGrammar, state: Any) -> npt.NDArray[np.uint8]:
+    """Bit ``b`` set iff byte ``b`` is legal in ``state`` (byte vocabulary: byte ``b`` is id ``b + 1``)."""
+    words = compiled.state_mask_words(state)
+    return np.unpackbits(words.view(np.uint8), bitorder="little")[1:257]
+
+
+def _legal_of(compiled: CompiledGrammar, state: Any) -> list[int]:
+    return np.flatnonzero(_byte_bits(compiled, state)).tolist()  # type: ignore[no-any-return]
 
 
 def _finish(compiled: CompiledGrammar, state: Any, budget: int) -> bytes | None:
-    """A shortest byte string taking ``state`` to a complete sentence (breadth first over states,
-    at most ``budget`` steps tried; closing punctuation is tried first), or None."""
+    """A short byte string taking ``state`` to a complete sentence, or None.
+
+    First a breadth-first search over states (a small share of ``budget`` steps; closing punctuation
+    tried first) finds very short completions; then a greedy "most constrained next" walk: at each
+    step take a byte whose next state is complete, else the one leaving the fewest legal bytes,
+    never revisiting a state (this closes strings, brackets and keywords)."""
     if compiled.is_accepting_state(state):
         return b""
+    found = _bfs_finish(compiled, state, min(budget, 500))
+    if found is not None:
+        return found
+    out = bytearray()
+    seen: set[Any] = set()
+    s = state
+    tried = 0
+    while not compiled.is_accepting_state(s):
+        if len(out) > 256:
+            return None
+        forced = compiled.forced_bytes(s)
+        cands = [forced[0]] if forced else _legal_of(compiled, s)
+        best: tuple[int, int, Any] | None = None
+        for b in cands:
+            tried += 1
+            if tried > budget:
+                return None
+            n = compiled.advance_state(s, b + 1)
+            if n is None or _seen(seen, n):
+                continue
+            if compiled.is_accepting_state(n):
+                best = (-1, b, n)
+                break
+            width = int(np.count_nonzero(_byte_bits(compiled, n)))
+            if width and (best is None or width < best[0]):
+                best = (width, b, n)
+        if best is None:
+            return None
+        _, b, s = best
+        _seen(seen, s, add=True)
+        out.append(b)
+    return bytes(out)
+
+
+def _seen(seen: set[Any], state: Any, add: bool = False) -> bool:
+    try:
+        if add:
+            seen.add(state)
+        return state in seen
+    except TypeError:  # an unhashable state
+        return False
+
+
+def _bfs_finish(compiled: CompiledGrammar, state: Any, budget: int) -> bytes | None:
     seen = {state}
     queue: deque[tuple[Any, bytes]] = deque([(state, b"")])
     tried = 0
@@ -83,9 +144,7 @@ def _finish(compiled: CompiledGrammar, state: Any, budget: int) -> bytes | None:
         if forced:
             cands = [forced[0]]
         else:
-            words = compiled.state_mask_words(s)
-            ids = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little"))
-            legal = [int(t) - 1 for t in ids if 0 < t <= 256]
+            legal = _legal_of(compiled, s)
             cands = [b for b in _CLOSERS if b in legal] + [b for b in legal if b not in _CLOSERS]
         for b in cands:
             tried += 1
@@ -96,11 +155,8 @@ def _finish(compiled: CompiledGrammar, state: Any, budget: int) -> bytes | None:
                 continue
             if compiled.is_accepting_state(n):
                 return path + bytes([b])
-            try:
-                if n not in seen:
-                    seen.add(n)
-                    queue.append((n, path + bytes([b])))
-            except TypeError:  # an unhashable state: no deduplication
+            if not _seen(seen, n):
+                _seen(seen, n, add=True)
                 queue.append((n, path + bytes([b])))
     return None
 
@@ -144,7 +200,7 @@ def from_grammar(
     *,
     max_size: int = 32,
     encoding: str | None = "utf-8",
-    finish_budget: int = 20_000,
+    finish_budget: int = 4_000,
 ) -> st.SearchStrategy[Any]:
     """Complete sentences of ``grammar`` (any backend), as ``str`` (or ``bytes`` with ``encoding=None``).
 
