@@ -163,11 +163,10 @@ class CompiledCfg(CompiledGrammar):
 
     # --- masks ----------------------------------------------------------------------------------
 
-    @staticmethod
-    def _or(acc: Words | None, w: Words) -> Words:
-        if acc is None or acc is w:
+    def _or(self, acc: Words | None, w: Words) -> Words:
+        if acc is None or acc is w or acc is self.walker.empty:
             return w
-        if not w.any():
+        if w is self.walker.empty:
             return acc
         return acc | w
 

@@ -11,21 +11,22 @@ becomes complete when advanced, completes the top of the deterministic reduction
 
 Notation follows Earley: an item is ``(A -> alpha . beta, j)``, stored as ``(dot, j)`` where ``dot``
 numbers the dotted rules (LR(0) items). ``E_k`` (an :class:`EarleySet`) is immutable once built.
-``advance(t)`` builds ``E_{k+1}`` from ``E_k`` and terminal ``t`` and memoises it, so a state that holds
-one set holds the whole chart: fork and rollback are O(1). Sets keep their history in a shared,
-append-only list; a set built where a list already has another set copies the prefix (copy on write).
+``advance(t)`` builds ``E_{k+1}`` from ``E_k`` and terminal ``t``. Items point at their origin sets, so a
+state that holds one set holds the part of the chart it needs: fork and rollback are O(1), and sets
+built speculatively (for masks) are freed as soon as nothing refers to them.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Hashable, Iterable
+from typing import Any
 
 from .ir import Cfg
 
 __all__ = ["EarleyGrammar", "EarleySet"]
 
-_lock = threading.Lock()
 _SIG_LIMIT = 200_000
 
 
@@ -116,47 +117,44 @@ class EarleyGrammar:
 
     def initial(self) -> EarleySet:
         """``E_0``: the predictions of the start symbol."""
-        return EarleySet(self, 0, [], (), predict=self.start)
+        return EarleySet(self, 0, (), predict=self.start)
+
+
+Item = tuple[int, "EarleySet | None"]  # (dot, origin set); None: predicted here (origin = this set)
 
 
 class EarleySet:
-    """``E_k``: an immutable Earley set with its chart. ``allowed`` is the set of terminals it can scan.
+    """``E_k``: an immutable Earley set. ``allowed`` is the set of terminals it can scan.
 
-    ``accepting`` is true when the terminals read so far form a sentence of the grammar.
+    ``accepting`` is true when the terminals read so far form a sentence of the grammar. Items refer
+    to their origin sets directly, so a set keeps exactly the part of the chart it can still complete
+    into; a set nothing refers to any more is freed by reference counting.
     """
 
-    __slots__ = ("g", "index", "chart", "items", "waiting", "scan", "allowed", "accepting",
-                 "_next", "_leo", "memo", "_sig", "predicted", "__weakref__")
+    __slots__ = ("g", "index", "waiting", "scan", "allowed", "accepting", "predicted", "sig",
+                 "_next", "_leo", "memo", "__weakref__")
 
-    def __init__(self, g: EarleyGrammar, index: int, chart: list[EarleySet],
-                 kernel: Iterable[tuple[int, int]], predict: int | None = None) -> None:
+    def __init__(self, g: EarleyGrammar, index: int, kernel: Iterable[Item],
+                 predict: int | None = None) -> None:
         self.g = g
         self.index = index
-        with _lock:
-            if len(chart) != index:
-                chart = chart[:index]
-            chart.append(self)
-        self.chart = chart
-        self._next: dict[int, EarleySet | None] = {}
-        self._leo: dict[int, tuple[int, int] | None] = {}
+        self._next: dict[int, Any] = {}
+        self._leo: dict[int, Item | None] = {}
         self.memo: dict[object, object] = {}
-        self._sig: int | None = None
         self._close(kernel, predict)
 
-    def _close(self, kernel: Iterable[tuple[int, int]], predict: int | None) -> None:
+    def _close(self, kernel: Iterable[Item], predict: int | None) -> None:
         """Complete and predict. Items with origin ``k`` (predictions) are kept as the set
         ``predicted`` of nonterminals; their dots come from the grammar's static tables."""
         g = self.g
         next_sym, lhs, nullable = g.next_sym, g.lhs, g.nullable
         reach, own_scan, own_wait = g.reach, g.own_scan, g.own_wait
-        k = self.index
-        chart = self.chart
-        items: set[tuple[int, int]] = set()
-        waiting: dict[int, list[tuple[int, int]]] = {}
-        scan: dict[int, list[tuple[int, int]]] = {}
-        predicted: set[int] = set()
-
         reach_set, pred_scan, pred_wait = g.reach_set, g.pred_scan, g.pred_wait
+        start = g.start
+        items: set[Item] = set()
+        waiting: dict[int, list[Item]] = {}
+        scan: dict[int, list[Item]] = {}
+        predicted: set[int] = set()
 
         def predict_(x: int) -> None:
             if predicted.isdisjoint(reach_set[x]):
@@ -164,23 +162,23 @@ class EarleySet:
                 for t, dots in pred_scan[x]:
                     lst = scan.get(t)
                     if lst is None:
-                        scan[t] = [(d, k) for d in dots]
+                        scan[t] = [(d, None) for d in dots]
                     else:
-                        lst.extend([(d, k) for d in dots])
+                        lst.extend([(d, None) for d in dots])
                 for y, dots in pred_wait[x]:
                     lst = waiting.get(y)
                     if lst is None:
-                        waiting[y] = [(d, k) for d in dots]
+                        waiting[y] = [(d, None) for d in dots]
                     else:
-                        lst.extend([(d, k) for d in dots])
+                        lst.extend([(d, None) for d in dots])
                 return
             for z in reach[x]:
                 if z not in predicted:
                     predicted.add(z)
                     for t, d in own_scan[z]:
-                        scan.setdefault(t, []).append((d, k))
+                        scan.setdefault(t, []).append((d, None))
                     for y, d in own_wait[z]:
-                        waiting.setdefault(y, []).append((d, k))
+                        waiting.setdefault(y, []).append((d, None))
 
         if predict is not None:
             predict_(predict)
@@ -195,15 +193,15 @@ class EarleySet:
             sym = next_sym[dot]
             if sym is None:
                 x = lhs[dot]
-                if x == g.start and origin == 0:
+                src: EarleySet = origin  # type: ignore[assignment]
+                if x == start and src.index == 0:
                     accepting = True
-                src = chart[origin]
                 leo = src._leo_item(x)
                 if leo is not None:
                     agenda.append(leo)
                     continue
                 for d2, o2 in src.waiting.get(x, ()):
-                    agenda.append((d2 + 1, o2))
+                    agenda.append((d2 + 1, src if o2 is None else o2))
             elif sym >= 0:
                 waiting.setdefault(sym, []).append(it)
                 if sym not in predicted:
@@ -212,51 +210,53 @@ class EarleySet:
                     agenda.append((dot + 1, origin))
             else:
                 scan.setdefault(~sym, []).append(it)
-        self.items = items
         self.predicted = frozenset(predicted)
-        self.waiting = waiting
-        self.scan = scan
+        self.waiting = {y: tuple(v) for y, v in waiting.items()}
+        self.scan = {t: tuple(v) for t, v in scan.items()}
         self.allowed = frozenset(scan)
-        self.accepting = accepting or (k == 0 and g.nullable[g.start])
+        self.accepting = accepting or (self.index == 0 and nullable[start])
+        self.sig = g.intern((frozenset((d, o.sig) for d, o in items), self.predicted))  # type: ignore[union-attr]
 
-    def _leo_item(self, x: int) -> tuple[int, int] | None:
+    def _leo_item(self, x: int) -> Item | None:
         """Leo's topmost complete item for completing ``x`` into this set, if the path is deterministic.
 
         Only non-start, non-nullable items participate; the result is a complete item to add in place of
         the whole chain of completions (intermediate items are skipped: a recognizer never needs them).
         """
-        if x in self._leo:
+        try:
             return self._leo[x]
-        result: tuple[int, int] | None = None
+        except KeyError:
+            pass
+        result: Item | None = None
         w = self.waiting.get(x, ())
         if len(w) == 1:
             d, o = w[0]
             g = self.g
-            if g.next_sym[d + 1] is None and o != self.index and not (g.lhs[d] == g.start and o == 0):
-                up = self.chart[o]._leo_item(g.lhs[d])
+            if o is not None and g.next_sym[d + 1] is None and not (g.lhs[d] == g.start and o.index == 0):
+                up = o._leo_item(g.lhs[d])
                 result = up if up is not None else (d + 1, o)
         self._leo[x] = result
         return result
 
-    @property
-    def sig(self) -> int:
-        """A structural name: sets with equal ``sig`` have equal items and, recursively, equal origin sets,
-        so they answer every future question (``advance``, ``allowed``, ``accepting``) alike."""
-        sid = self._sig
-        if sid is None:
-            chart = self.chart
-            sid = self.g.intern((frozenset((d, chart[o].sig) for d, o in self.items), self.predicted))
-            self._sig = sid
-        return sid
-
     def advance(self, t: int) -> EarleySet | None:
-        """``E_{k+1}`` after terminal ``t``, or None if no item scans ``t`` (memoised)."""
-        try:
-            return self._next[t]
-        except KeyError:
-            pass
+        """``E_{k+1}`` after terminal ``t``, or None if no item scans ``t``.
+
+        Memoised through a weak reference: a speculative set nobody holds is freed at once.
+        """
+        ref = self._next.get(t)
+        if ref is not None:
+            if ref is _NONE:
+                return None
+            nxt: EarleySet | None = ref()
+            if nxt is not None:
+                return nxt
         src = self.scan.get(t)
-        nxt = None if src is None else EarleySet(self.g, self.index + 1, self.chart,
-                                                  [(d + 1, o) for d, o in src])
-        self._next[t] = nxt
+        if src is None:
+            self._next[t] = _NONE
+            return None
+        nxt = EarleySet(self.g, self.index + 1, [(d + 1, self if o is None else o) for d, o in src])
+        self._next[t] = weakref.ref(nxt)
         return nxt
+
+
+_NONE: Any = object()

@@ -93,7 +93,7 @@ class TokenWalker:
         self.empty.setflags(write=False)
 
     def words_of_nodes(self, nodes: I64) -> Words:
-        """Mask words of the tokens that end exactly at ``nodes``."""
+        """Mask words of the tokens that end exactly at ``nodes`` (``self.empty`` itself when none)."""
         if nodes.size == 0:
             return self.empty
         lo = self.tok_lo[nodes]
