@@ -232,3 +232,60 @@ def test_intersection_dead_end_raises_no_legal_continuation() -> None:
     with pytest.raises(NoLegalContinuation):
         m.mask()
     assert len(And(Regex("ab*c|q"), Regex("a[xy]|q")).compile(byte_vocab()).matcher().mask()) == 1
+
+
+# --- JumpForward: forced bytes derived from masks equal the brute-force definition ---------------
+
+FORCED_CASES = [
+    ('start: "ab" ("c" | "d") "efg"', r"ab[cd]efg"),
+    ('start: "{" KEY ":" ("1" | "22") "}"\nKEY: "\\"k\\""', r'\{"k":(1|22)\}'),
+    ('start: ("x" "yz")+', r"(xyz)+"),
+]
+
+
+def oracle_forced(pattern: str, prefix: bytes) -> bytes:
+    """The longest f with: every sentence extending prefix starts with prefix + f (by `regex`)."""
+    rx = regex.compile(pattern.encode())
+    out = b""
+    while rx.fullmatch(prefix + out) is None:
+        nxt = [c for c in range(256) if rx.fullmatch(prefix + out + bytes([c]), partial=True)]
+        if len(nxt) != 1:
+            break
+        out += bytes(nxt)
+    return out
+
+
+@pytest.mark.parametrize(("text", "pattern"), FORCED_CASES)
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_jump_forward_forced_bytes_match_oracle(text: str, pattern: str, data: Any) -> None:
+    from grammarmask.compose import JumpForward
+    from grammarmask.strategies import prefixes
+
+    g = JumpForward(Lark(text))
+    compiled = g.compile(byte_vocab())
+    assert Lark(text).compile(byte_vocab()).forced_bytes(compiled.initial_state()) == b""  # nothing to reuse
+    p = data.draw(prefixes(Lark(text), max_size=8))
+    m = compiled.matcher()
+    for c in p:
+        m.advance(c + 1)
+    assert m.forced_bytes() == oracle_forced(pattern, p)
+    # on a vocabulary with multi-byte tokens, the forced tokens spell a prefix of the forced bytes
+    mv = g.compile(VOCAB).matcher()
+    mv.advance_many([c + 1 for c in p])
+    toks = [t for t in mv.forced_tokens() if t != VOCAB.eos_token_id]
+    assert oracle_forced(pattern, p).startswith(VOCAB.decode(toks))
+
+
+def test_jump_forward_saves_model_calls_with_a_cfg_backend() -> None:
+    from grammarmask.compose import JumpForward
+    from grammarmask.generate import generate
+    from grammarmask.models import RandomModel
+
+    text, pattern = FORCED_CASES[1]
+    vocab = byte_vocabulary([b'{"', b'k"', b'":', b"22", b"}"])
+    for g in (Lark(text), JumpForward(Lark(text))):
+        r = generate(RandomModel(vocab.size, seed=3), vocab, g, max_tokens=30, seed=1)
+        assert r.finished and re.fullmatch(pattern, r.text)
+        if isinstance(g, JumpForward):
+            assert r.forced_tokens_used >= 4 and r.model_calls <= 2
