@@ -279,7 +279,7 @@ def test_many_literal_alternatives_inside_a_pattern() -> None:
     rng = random.Random(5)
     words = sorted({"".join(rng.choice("abé.") for _ in range(rng.randint(1, 5))) for _ in range(60)})
     alt = "|".join(re.escape(w) for w in words)
-    for pattern in [f"x(?:{alt})+y?", f"(?:{alt})", f"[ab]*({alt})$", f"(?:{alt}|q+)"]:
+    for pattern in [f"x(?:{alt})+y?", f"(?:{alt})", f"({alt})", alt, f"[ab]*({alt})$", f"(?:{alt}|q+)"]:
         rx, dfa = re.compile(pattern), regex_to_dfa(pattern)
         invariants(dfa)
         samples = ["x" + rng.choice(words) + rng.choice(["", "y", rng.choice(words)]) for _ in range(200)]

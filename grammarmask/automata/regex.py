@@ -101,17 +101,17 @@ _LITERAL_SET_LIMIT = 100_000
 # a literal: characters without regex meaning, or a backslash before a non-alphanumeric ASCII
 # character (which re reads as that character itself, e.g. re.escape's output)
 _LIT = r"(?:[^\\.^$*+?{}\[\]|()]|\\[^0-9A-Za-z])+"
-_PLAIN_ALT = re.compile(rf"(?:\(\?:)?({_LIT}(?:\|{_LIT})*)\)?")
+_PLAIN_ALT = re.compile(rf"(?:\((?:\?:)?)?({_LIT}(?:\|{_LIT})*)\)?")
 _ALT_ITEM = re.compile(r"(?:[^\\|]|\\.)+", re.DOTALL)
 _UNESCAPE = re.compile(r"\\(.)", re.DOTALL)
 
 
 def _plain_alternation(pattern: str, flags: int) -> list[str] | None:
-    """The literals of a pattern that is only ``lit|lit|...`` (optionally in one ``(?:...)``)."""
+    """The literals of a pattern that is only ``lit|lit|...`` (optionally in one group)."""
     if flags & (re.IGNORECASE | re.VERBOSE) or len(pattern) < 64:
         return None
     m = _PLAIN_ALT.fullmatch(pattern)
-    if m is None or pattern.startswith("(?:") != pattern.endswith(")"):
+    if m is None or pattern.startswith("(") != pattern.endswith(")"):
         return None
     out = [_UNESCAPE.sub(r"\1", item) for item in _ALT_ITEM.findall(m.group(1))]
     if any(_SURROGATE.search(x) for x in out):
