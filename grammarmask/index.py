@@ -96,17 +96,18 @@ class ClassTrie:
         c_par = np.concatenate(par_parts)
         ids = np.arange(next_id)
         # parents are non-decreasing in id order (each level is sorted by (parent, class))
-        ch_lo = np.searchsorted(c_par[1:], ids, side="left") + 1
-        ch_hi = np.searchsorted(c_par[1:], ids, side="right") + 1
+        n_kids = np.bincount(c_par[1:], minlength=next_id)
+        ch_hi = np.cumsum(n_kids) + 1
+        ch_lo = ch_hi - n_kids
         counts = (trie.tok_hi - trie.tok_lo).astype(np.int64)
-        entry_cn = np.repeat(cn, counts)
+        entry_cn = np.repeat(cn, counts)  # trie.tokens is grouped by node, in node order
         order = np.argsort(entry_cn, kind="stable")
-        tok_ids = trie.tokens.astype(np.int64)[order]  # trie.tokens is grouped by node, in node order
-        entry_sorted = entry_cn[order]
-        tok_ptr = np.searchsorted(entry_sorted, np.arange(next_id + 1))
+        tok_ids = trie.tokens.astype(np.int64)[order]
+        tok_count = np.bincount(entry_cn, minlength=next_id)
+        tok_ptr = np.concatenate([[0], np.cumsum(tok_count)])
         tok_node = np.full(max(vocab.size, len(vocab.token_bytes)), next_id, dtype=np.int64)
-        tok_node[tok_ids] = np.repeat(ids, np.diff(tok_ptr))
-        return cls(c_cls, ch_lo, ch_hi, tok_ptr, tok_ids.astype(np.int32), np.diff(tok_ptr), tok_node)
+        tok_node[tok_ids] = np.repeat(ids, tok_count)
+        return cls(c_cls, ch_lo, ch_hi, tok_ptr, tok_ids.astype(np.int32), tok_count, tok_node)
 
 
 _TRIE_CACHE: weakref.WeakKeyDictionary[Vocabulary, OrderedDict[bytes, ClassTrie]] = (
