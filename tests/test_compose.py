@@ -289,3 +289,30 @@ def test_jump_forward_saves_model_calls_with_a_cfg_backend() -> None:
         assert r.finished and re.fullmatch(pattern, r.text)
         if isinstance(g, JumpForward):
             assert r.forced_tokens_used >= 4 and r.model_calls <= 2
+
+
+# --- the real 131k tekken vocabulary ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("generic", [False, True], ids=["dfa", "generic"])
+def test_sequence_on_tekken_matches_oracle(tekken: Vocabulary, tekken_tokenizer: Any, generic: bool) -> None:
+    head, tail = r"[a-z ]{0,12}<t>", r"\[[0-9,]*\]</t>"
+    parts = [Opaque(Regex(head)), Opaque(Regex(tail))] if generic else [Regex(head), Regex(tail)]
+    compiled = Sequence(*parts).compile(tekken)
+    viable, complete = oracle(f"(?:{head})(?:{tail})")
+    ids = tekken_tokenizer.encode("call it <t>[1,22,333]</t>", bos=False, eos=False)
+    # the real tokenization crosses the boundary inside a token (">[")
+    assert_mask_exact(compiled, ids, viable, complete)
+    m = compiled.matcher()
+    m.advance_many(ids)
+    assert m.is_accepting()
+
+
+@settings(max_examples=5, deadline=None)
+@given(data=st.data())
+def test_union_on_tekken_matches_oracle(tekken: Vocabulary, data: Any) -> None:
+    a, b = r"(yes|no)!", r"[0-9]{1,4}"
+    compiled = Union(Opaque(Regex(a)), Lark("start: /[0-9]{1,4}/")).compile(tekken)
+    path = data.draw(token_paths(compiled, max_tokens=4, allow_eos=False))
+    viable, complete = oracle(_union_pattern(a, b))
+    assert_mask_exact(compiled, path, viable, complete)

@@ -172,3 +172,27 @@ NUMBER: /[0-9]+/
 
 def test_byte_vocab_is_shared() -> None:
     assert byte_vocab() is byte_vocab()
+
+
+CALC_TEXT = 'start: e\n?e: e "+" NUM | NUM | "(" e ")"\nNUM: /[0-9]+/\n%ignore " "'
+
+
+@pytest.mark.parametrize("kind", ["lark", "regex"])
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_rollback_on_tekken(tekken: Any, kind: str, data: Any) -> None:
+    """Speculative decoding on the real vocabulary: roll back j of k tokens == fresh matcher at k - j."""
+    g = Lark(CALC_TEXT) if kind == "lark" else Regex(r"\{\"n\": [0-9]{1,6}(, \"s\": \"[a-z ]*\")?\}")
+    compiled = g.compile(tekken)
+    path = data.draw(token_paths(compiled, max_tokens=10))
+    j = data.draw(st.integers(0, len(path)))
+    m = compiled.matcher()
+    m.advance_many(path)
+    m.rollback(j)
+    fresh = compiled.matcher()
+    fresh.advance_many(path[: len(path) - j])
+    assert m.mask() == fresh.mask() and m.is_accepting() == fresh.is_accepting()
+    if kind == "lark":
+        text = tekken.decode(path).decode("utf-8", errors="strict")
+        if path and path[-1] == tekken.eos_token_id:
+            lark.Lark(CALC_TEXT).parse(text)
