@@ -36,6 +36,7 @@ Words = npt.NDArray[np.uint32]
 
 _ROOT_LIMIT = 4096
 _MASK_LIMIT = 2048
+_PARTS_LIMIT = 65536
 
 
 class _Lru(OrderedDict[Any, Any]):
@@ -69,6 +70,7 @@ class CompiledCfg(CompiledGrammar):
         self.walker = TokenWalker(self.lex, vocab.trie, vocab.n_words)
         self._roots = _Lru(_ROOT_LIMIT)
         self._masks = _Lru(_MASK_LIMIT)
+        self._parts = _Lru(_PARTS_LIMIT)
         self._root_nodes = np.zeros(1, dtype=np.int64)
         e0 = self.earley.initial()
         c0 = self._fresh(e0, ())
@@ -150,25 +152,30 @@ class CompiledCfg(CompiledGrammar):
         hit = self._masks.get_(skey)
         if hit is not None:
             return hit  # type: ignore[no-any-return]
-        acc: Words | None = None
+        parts: dict[int, Words] = {}
+        first = self.lex.first_bits
         for e, pend, shadows, _ in state:
             fr = self._root(shadows)
-            first = self.lex.first_bits
             for q in pend:
                 if first[q] & fr.bits:
-                    acc = self._or(acc, self._walk(e, self._entry(fr, q)))
-        words = self.walker.empty if acc is None else acc
+                    for w in self._walk(e, self._entry(fr, q)):
+                        parts[id(w)] = w
+        empty = self.walker.empty
+        parts.pop(id(empty), None)
+        if not parts:
+            words = empty
+        elif len(parts) == 1:
+            (words,) = parts.values()
+        else:
+            it = iter(parts.values())
+            words = next(it) | next(it)
+            for w in it:
+                np.bitwise_or(words, w, out=words)
+            words.setflags(write=False)
         self._masks.put(skey, words)
         return words
 
     # --- masks ----------------------------------------------------------------------------------
-
-    def _or(self, acc: Words | None, w: Words) -> Words:
-        if acc is None or acc is w or acc is self.walker.empty:
-            return w
-        if w is self.walker.empty:
-            return acc
-        return acc | w
 
     def _root(self, shadows: tuple[int, ...]) -> Frontier:
         fr = self._roots.get_(shadows)
@@ -183,27 +190,33 @@ class CompiledCfg(CompiledGrammar):
             ent = fr.entries[q] = self.walker.entry(q, fr)
         return ent
 
-    def _walk(self, e: EarleySet, ent: Entry) -> Words:
+    def _walk(self, e: EarleySet, ent: Entry) -> tuple[Words, ...]:
+        """Mask words whose union is the legal set below ``ent`` for parser state ``e``.
+
+        Memoised per (structural signature of ``e``, entry); the words themselves are shared.
+        """
         if not ent.groups:
-            return ent.inside
+            return (ent.inside,)
         key = (e.sig, ent)
-        hit = self._masks.get_(key)
+        hit = self._parts.get_(key)
         if hit is not None:
             return hit  # type: ignore[no-any-return]
-        words = ent.inside
+        parts = {id(ent.inside): ent.inside}
+        first = self.lex.first_bits
         for g in ent.groups:
             c = self._close(e, g.q, g.shadows)
             if c is None:
                 continue
             e2, pend2, sh2, _ = c
-            words = self._or(words, g.at_words)
+            parts[id(g.at_words)] = g.at_words
             fr = g.frontier
             if fr is None:
                 fr = g.frontier = self.walker.frontier(g.nodes, sh2)
             bits = fr.bits
-            first = self.lex.first_bits
             for q2 in pend2:
                 if first[q2] & bits:
-                    words = self._or(words, self._walk(e2, self._entry(fr, q2)))
-        self._masks.put(key, words)
-        return words
+                    for w in self._walk(e2, self._entry(fr, q2)):
+                        parts[id(w)] = w
+        out = tuple(parts.values())
+        self._parts.put(key, out)
+        return out
