@@ -222,6 +222,7 @@ ERRORS = [
     ("(?>ab)", 1),
     ("(a)(?(1)b|c)", 4),
     ("[^\\s\\S]", None),
+    ("(" * 2000 + "a" + ")" * 2000, None),
 ]
 
 
@@ -252,3 +253,5 @@ def test_regex_accepts_compiled_patterns_and_flags() -> None:
         Regex("a", flags=re.LOCALE)
     with pytest.raises(gm.GrammarError):
         Regex(b"abc")  # type: ignore[arg-type]
+    with pytest.raises(gm.GrammarError, match="incompatible"):
+        Regex("a", flags=re.ASCII | re.UNICODE)

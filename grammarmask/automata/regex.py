@@ -93,7 +93,10 @@ def _cached(pattern: str, flags: int, max_states: int) -> DFA:
             f"pattern too large: its repetitions expand to more than {nfa.max_states} characters"
         )
     start, final = nfa.new_state(), nfa.new_state()
-    _Builder(nfa, pattern).build(tree, flags, start, final)
+    try:
+        _Builder(nfa, pattern).build(tree, flags, start, final)
+    except RecursionError:
+        raise GrammarError("pattern too deeply nested") from None
     return determinize(nfa, start, final, max_states=max_states)
 
 
@@ -201,7 +204,7 @@ def parse(pattern: str, flags: int = 0) -> Any:
         if line is None or col is None:
             line, col = 1, 1
         raise GrammarError(f"invalid regex: {exc.msg}", line=line, column=col, text=pattern) from None
-    except (RecursionError, OverflowError) as exc:
+    except (RecursionError, OverflowError, ValueError) as exc:
         raise GrammarError(f"invalid regex: {exc}") from None
 
 

@@ -57,7 +57,7 @@ class Regex(Grammar):
         if flags & ~_FLAG_MASK:
             raise GrammarError(f"unsupported re flags: {re.RegexFlag(flags & ~_FLAG_MASK)!r}")
         self.pattern = pattern
-        self.flags = flags & ~re.UNICODE
+        self.flags = flags
         self.max_states = max_states
         self._dfa = regex_to_dfa(pattern, self.flags, max_states=max_states)
         if self._dfa.is_empty():
