@@ -26,7 +26,7 @@ from jsonschema.validators import validator_for
 from ...errors import GrammarError, UnsupportedSchemaError
 from . import objects
 from .formats import FORMATS, format_width
-from .keywords import ENFORCED, REFUSED, is_trivial, merge, normalize, refuse, types_of
+from .keywords import ENFORCED, REFUSED, canonical, is_trivial, merge, normalize, refuse, types_of
 from .numbers import JSON_NUMBER, number_regex
 from .strings import ANY_CHAR, NOTHING, key_not_in, literal, pattern_regex, plain_string, regex_terminal
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterable
-from functools import cache
+from functools import lru_cache
 from typing import Any
 
 from ...errors import UnsupportedSchemaError
@@ -72,7 +72,7 @@ def _intersect(a: Ranges, b: Ranges) -> Ranges:
     return _complement(_complement(a) + _complement(b))
 
 
-@cache
+@lru_cache(maxsize=None)
 def _py_set(kind: str) -> tuple[tuple[int, int], ...]:
     """Code points Python's ``re`` puts in ``\\d`` / ``\\w`` / ``\\s`` (str patterns)."""
     test = {"d": str.isdecimal, "w": lambda c: c.isalnum() or c == "_", "s": str.isspace}[kind]
