@@ -114,7 +114,7 @@ _TRIE_CACHE: weakref.WeakKeyDictionary[Vocabulary, OrderedDict[bytes, ClassTrie]
     weakref.WeakKeyDictionary()
 )
 _TRIE_LOCK = threading.Lock()
-_TRIE_CACHE_SIZE = 16
+_TRIE_CACHE_SIZE = 8
 
 
 def class_trie(vocab: Vocabulary, classes: npt.NDArray[np.integer], k: int) -> ClassTrie:
