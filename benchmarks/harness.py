@@ -255,6 +255,7 @@ def machine() -> dict[str, Any]:
         "cores": os.cpu_count(),
         "python": platform.python_version(),
         "os": f"{platform.system()} {platform.release()}",
+        "load": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
 
@@ -288,6 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.readme:
             update_readme(markdown(report))
         return 0
+    host = machine()
     workloads = [w for w in W.build(jsb_per_dataset=args.jsb) if args.only in w.name]
     results: list[dict[str, Any]] = []
     skipped: dict[str, str] = {}
@@ -318,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"{time.perf_counter() - t0:.1f} s",
                         file=sys.stderr,
                     )
-                    partial = {"machine": machine(), "skipped_engines": skipped, "results": results}
+                    partial = {"machine": host, "skipped_engines": skipped, "results": results}
                     write_report(partial, Path(args.out + ".partial"))
             for w in spec["workloads"]:
                 if w["dropped_docs"]:
@@ -327,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"or {tokenizer} cannot reproduce them)",
                         file=sys.stderr,
                     )
-    report = {"machine": machine(), "skipped_engines": skipped, "results": results}
+    report = {"machine": host, "skipped_engines": skipped, "results": results}
     write_report(report, Path(args.out))
     print(f"wrote {args.out}.json and {args.out}.md", file=sys.stderr)
     if args.readme:
@@ -366,7 +368,8 @@ def markdown(report: dict[str, Any]) -> str:
     """The results as markdown tables: vocabulary preprocessing, per-workload figures, JSONSchemaBench."""
     m = report["machine"]
     lines = [
-        f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, {m['os']}; run {m['date']}.",
+        f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, {m['os']}; run {m['date']}"
+        + (f", load average {m['load']:.1f} when it started." if m.get("load") is not None else "."),
         "",
     ]
     res = [r for r in report["results"] if "workload" in r]

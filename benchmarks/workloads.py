@@ -332,8 +332,9 @@ def _lark_workloads(rng: random.Random) -> list[Workload]:
         )
     gbnf = CORPUS / "gbnf" / "llama.cpp"
     if (gbnf / "arithmetic.gbnf").exists():
+        # root ::= (expr "=" ws term "\n")+ : an expression, "=", then a single term
         docs = [
-            f"{_arith_ident(rng)}={_arith_ident(rng)}+{rng.randint(0, 99)}*({_arith_ident(rng)}-7)\n" * 3
+            f"{_arith_ident(rng)}+{rng.randint(0, 99)}*({_arith_ident(rng)}-7)={_arith_ident(rng)}\n" * 3
             for _ in range(5)
         ]
         out.append(
