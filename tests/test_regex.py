@@ -255,3 +255,20 @@ def test_regex_accepts_compiled_patterns_and_flags() -> None:
         Regex(b"abc")  # type: ignore[arg-type]
     with pytest.raises(gm.GrammarError, match="incompatible"):
         Regex("a", flags=re.ASCII | re.UNICODE)
+
+
+def test_sentencepiece_documents_are_accepted(
+    sentencepiece: gm.Vocabulary, sentencepiece_tokenizer: Any
+) -> None:
+    """Completeness on the 32k sentencepiece vocabulary (byte-fallback tokens, "▁" as space)."""
+    pattern = r" ?[\w.,'!?😀-]+( [\w.,'!?😀-]+)*"
+    compiled = Regex(pattern).compile(sentencepiece)
+    for doc in ["Grüße aus Köln, 東京 und ça va?", "Hello, world!", "naïve O'Neil-Smith 😀 42."]:
+        ids = sentencepiece_tokenizer.encode(doc, bos=False, eos=False)
+        text = sentencepiece.decode(ids).decode("utf-8")
+        assert re.fullmatch(pattern, text), text
+        m = compiled.matcher()
+        for t in ids:
+            assert t in m.mask(), (doc, t)
+            m.advance(t)
+        assert sentencepiece.eos_token_id in m.mask()
