@@ -450,7 +450,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             "the benchmark harness ships with the source checkout (benchmarks/harness.py); "
             "run grammarmask bench from a clone"
         )
-    rest = [a for a in args.harness_args if a != "--"]
+    rest = args.harness_args[1:] if args.harness_args[:1] == ["--"] else args.harness_args
     return subprocess.call([sys.executable, str(harness), *rest])
 
 
@@ -593,6 +593,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["bench"]:  # everything after "bench" belongs to the harness, --help included
+        argv = ["bench", "--", *argv[1:]]
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as e:  # --help, or a usage error already printed as one line

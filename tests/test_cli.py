@@ -205,6 +205,40 @@ def test_sample_real_tokenizer(capsys: pytest.CaptureFixture[str]) -> None:
     assert all(d.encode() in SENTENCES for d in json.loads(out))
 
 
+# --- bench -----------------------------------------------------------------------------------------
+
+
+def test_bench_passes_arguments_to_the_harness(capfd: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert cli.main(["bench", "--help"]) == cli.EXIT_OK
+    assert "--peer-python" in capfd.readouterr().out
+    results = {
+        "machine": {"cpu": "test cpu", "cores": 2, "python": "3.x", "os": "os", "date": "today"},
+        "skipped_engines": {},
+        "results": [
+            {
+                "workload": "w",
+                "group": "Regex",
+                "engine": "grammarmask",
+                "tokenizer": "tekken",
+                "status": "ok",
+                "vocab_prep_s": 1.0,
+                "compile_s": 0.01,
+                "p50_us": 5.0,
+                "p99_us": 50.0,
+                "max_us": 99.0,
+                "peak_rss_mb": 100.0,
+                "refused": 0,
+                "invalid_accepted": 0,
+            },
+        ],
+    }
+    src = tmp_path / "r.json"
+    src.write_text(json.dumps(results))
+    assert cli.main(["bench", "--render", str(src), "--out", str(tmp_path / "out")]) == cli.EXIT_OK
+    table = (tmp_path / "out.md").read_text()
+    assert "test cpu" in table and "| tekken | w | grammarmask | 10.0 | 5.0 | 50 | 99 | 100 | 0 |" in table
+
+
 # --- bad input: one line, exit 2, no traceback ------------------------------------------------------
 
 
