@@ -58,8 +58,16 @@ class DFA:
         return int(self.transitions.shape[0])
 
     @functools.cached_property
-    def _rows(self) -> list[list[int]]:
-        return self.transitions.tolist()  # type: ignore[no-any-return]
+    def _rows(self) -> dict[int, list[int]]:
+        """Rows as Python lists, filled on first use of each state (cheap scalar walks)."""
+        return {}
+
+    def _row(self, state: int) -> list[int]:
+        row = self._rows.get(state)
+        if row is None:
+            row = self.transitions[state].tolist()
+            self._rows[state] = row
+        return row
 
     @functools.cached_property
     def _accepting_list(self) -> list[bool]:
@@ -69,7 +77,10 @@ class DFA:
         """The state after reading ``data`` from ``state`` (0 once dead)."""
         rows = self._rows
         for b in data:
-            state = rows[state][b]
+            row = rows.get(state)
+            if row is None:
+                row = self._row(state)
+            state = row[b]
             if state == 0:
                 return 0
         return state
@@ -95,7 +106,7 @@ class DFA:
 
     def live_bytes(self, state: int) -> list[int]:
         """The bytes that lead from ``state`` to a non-dead state."""
-        return [b for b, t in enumerate(self._rows[state]) if t]
+        return [b for b, t in enumerate(self._row(state)) if t]
 
 
 @functools.lru_cache(maxsize=256)
