@@ -36,6 +36,9 @@ __all__ = ["JumpForward", "Sequence", "Union"]
 Words = npt.NDArray[np.uint32]
 State = Any
 _CACHE_LIMIT = 4096
+_MAX_CANDIDATES = 200_000
+# a trie of byte strings: (children by byte, token ids attached to the node)
+_Node = tuple[dict[int, Any], list[int]]
 
 
 def _flatten(cls: type, parts: tuple[Grammar, ...], what: str) -> tuple[Grammar, ...]:
@@ -237,6 +240,7 @@ class _SequenceCompiled(CompiledGrammar):
         self._n = len(parts)
         self._tail = _tail_words(vocab)
         self._cross: OrderedDict[tuple[int, State], Words] = OrderedDict()
+        self._cand_cache: dict[int, _Node | None] = {}
         self._lock = threading.Lock()
 
     # -- byte-level stepping of the parts (through the extended vocabulary's byte tokens) ----------
@@ -328,6 +332,9 @@ class _SequenceCompiled(CompiledGrammar):
 
     def _compute_crossing(self, i: int, s: State) -> Words:
         """Tokens that leave part ``i`` (from ``s``) strictly inside their bytes and go on legally."""
+        cands = self._candidates(i) if self.dfas[i] is None else None
+        if cands is not None:
+            return self._crossing_from_candidates(i, s, cands)
         trie = self.vocab.trie
         ends = self._end_nodes(i, s)
         legal = np.zeros(self.vocab.size, dtype=bool)
@@ -342,6 +349,74 @@ class _SequenceCompiled(CompiledGrammar):
                         legal[trie.tokens[trie.tok_lo[c] : trie.tok_hi[c]]] = True
                         stack.append((c, nxt))
         return Mask.from_bool(legal).words
+
+    def _crossing_from_candidates(self, i: int, s: State, root: _Node) -> Words:
+        """Walk the heads of the candidate tokens (see :meth:`_candidates`) with part ``i``."""
+        part = self.parts[i]
+        legal = np.zeros(self.vocab.size, dtype=bool)
+        stack = [(root, s)]
+        while stack:
+            node, ps = stack.pop()
+            for b, child in node[0].items():
+                nxt = part.advance_state(ps, self.vocab.size + b)
+                if nxt is None:
+                    continue
+                if child[1] and part.is_accepting_state(nxt):
+                    legal[child[1]] = True
+                if child[0]:
+                    stack.append((child, nxt))
+        return Mask.from_bool(legal).words
+
+    def _candidates(self, i: int) -> _Node | None:
+        """The tokens that could cross from part ``i`` into the next: those with a split ``head +
+        tail`` (both nonempty) where ``tail`` goes on legally from the start of part ``i + 1``. They
+        do not depend on part ``i``'s state, so they are found once; returned as a trie of the heads
+        (``(children by byte, token ids whose head ends here)``), or None when there are too many
+        (then the whole token trie is walked instead)."""
+        with self._lock:
+            if i in self._cand_cache:
+                return self._cand_cache[i]
+        start = self._closure({(i + 1, self.parts[i + 1].initial_state())})
+        first = {b for b in range(256) if self._step_byte(start, b)}
+        after: dict[bytes, frozenset[tuple[int, State]]] = {}
+        root: _Node = ({}, [])
+        pairs = 0
+        result: _Node | None = root
+        special = self.vocab.special_ids
+        for t, data in enumerate(self.vocab.token_bytes):
+            if len(data) < 2 or t in special:
+                continue
+            for k in range(1, len(data)):
+                if data[k] not in first or not self._tail_viable(data[k:], start, after):
+                    continue
+                pairs += 1
+                node = root
+                for b in data[:k]:
+                    node = node[0].setdefault(b, ({}, []))
+                node[1].append(t)
+            if pairs > _MAX_CANDIDATES or len(after) > _MAX_CANDIDATES:
+                result = None
+                break
+        with self._lock:
+            self._cand_cache[i] = result
+        return result
+
+    def _tail_viable(
+        self,
+        tail: bytes,
+        start: frozenset[tuple[int, State]],
+        memo: dict[bytes, frozenset[tuple[int, State]]],
+    ) -> bool:
+        """Whether ``tail`` goes on legally from ``start`` (memoised by prefix)."""
+        j = len(tail)
+        while j and tail[:j] not in memo:
+            j -= 1
+        alts = memo[tail[:j]] if j else start
+        while j < len(tail) and alts:
+            alts = self._step_byte(alts, tail[j])
+            j += 1
+            memo[tail[:j]] = alts
+        return bool(alts)
 
     def _end_nodes(self, i: int, s: State) -> list[int]:
         """Non-root trie nodes whose path takes part ``i`` from ``s`` to a complete state."""

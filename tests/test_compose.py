@@ -316,3 +316,21 @@ def test_union_on_tekken_matches_oracle(tekken: Vocabulary, data: Any) -> None:
     path = data.draw(token_paths(compiled, max_tokens=4, allow_eos=False))
     viable, complete = oracle(_union_pattern(a, b))
     assert_mask_exact(compiled, path, viable, complete)
+
+
+@pytest.mark.parametrize("limit", [0, 10**6], ids=["trie-walk-fallback", "candidates"])
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_sequence_crossing_paths_agree_with_oracle(limit: int, data: Any) -> None:
+    import grammarmask.compose as compose
+
+    old = compose._MAX_CANDIDATES
+    compose._MAX_CANDIDATES = limit
+    try:
+        a, b = r"(ab|a)*[{]?", r"(}x|x|\}|[0-9]*,a)+"
+        compiled = Sequence(Opaque(Regex(a)), Opaque(Regex(b)), Opaque(Regex("b?1,?"))).compile(VOCAB)
+        path = data.draw(token_paths(compiled, max_tokens=8, allow_eos=False))
+        viable, complete = oracle(f"(?:{a})(?:{b})(?:b?1,?)")
+        assert_mask_exact(compiled, path, viable, complete)
+    finally:
+        compose._MAX_CANDIDATES = old
