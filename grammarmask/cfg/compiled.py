@@ -197,7 +197,7 @@ class CompiledCfg(CompiledGrammar):
         """
         if not ent.groups:
             return (ent.inside,)
-        key = (e.sig, ent)
+        key = (e.sig, ent.serial)
         hit = self._parts.get_(key)
         if hit is not None:
             return hit  # type: ignore[no-any-return]

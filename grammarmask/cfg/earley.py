@@ -215,7 +215,9 @@ class EarleySet:
         self.scan = {t: tuple(v) for t, v in scan.items()}
         self.allowed = frozenset(scan)
         self.accepting = accepting or (self.index == 0 and nullable[start])
-        self.sig = g.intern((frozenset((d, o.sig) for d, o in items), self.predicted))  # type: ignore[union-attr]
+        # Tuples of ints (not frozensets): the garbage collector stops tracking them.
+        self.sig = g.intern((tuple(sorted([(d, o.sig) for d, o in items])),  # type: ignore[union-attr]
+                             tuple(sorted(predicted))))
 
     def _leo_item(self, x: int) -> Item | None:
         """Leo's topmost complete item for completing ``x`` into this set, if the path is deterministic.

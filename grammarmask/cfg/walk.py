@@ -18,6 +18,7 @@ the group's frontier: the children of the group's nodes whose byte no shadow rej
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,7 @@ __all__ = ["Entry", "Frontier", "Group", "TokenWalker"]
 Words = npt.NDArray[np.uint32]
 I64 = npt.NDArray[np.int64]
 
+_serials = itertools.count()
 _SMALL = 12  # rows below which a walk continues in plain Python
 
 
@@ -67,11 +69,13 @@ class Group:
 class Entry:
     """The walk of one lexeme from a frontier (see the module docstring)."""
 
-    __slots__ = ("inside", "groups")
+    __slots__ = ("inside", "groups", "serial")
 
     def __init__(self, inside: Words, groups: list[Group]) -> None:
         self.inside = inside
         self.groups = groups
+        #: a unique int naming this entry in cache keys (ints keep keys out of the garbage collector)
+        self.serial = next(_serials)
 
 
 class TokenWalker:
