@@ -64,6 +64,18 @@ def _dfas(parts: tuple[Grammar, ...]) -> list[Any] | None:
     return None if any(d is None for d in dfas) else dfas
 
 
+def _fold(op: Any, dfas: list[Any]) -> Any:
+    """``op`` over the DFAs left to right, or None when the result is too large (the parts then run
+    side by side instead)."""
+    out = dfas[0]
+    try:
+        for d in dfas[1:]:
+            out = op(out, d)
+    except GrammarError:
+        return None
+    return out
+
+
 class Union(Grammar):
     """Any of the grammars: the output must be a sentence of at least one part (``a | b``).
 
@@ -93,10 +105,7 @@ class Union(Grammar):
             return None
         from .automata import union
 
-        out = dfas[0]
-        for d in dfas[1:]:
-            out = union(out, d)
-        return out
+        return _fold(union, dfas)
 
     def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
         dfa = self.to_dfa()
@@ -178,10 +187,7 @@ class Sequence(Grammar):
             return None
         from .automata import concat
 
-        out = dfas[0]
-        for d in dfas[1:]:
-            out = concat(out, d)
-        return out
+        return _fold(concat, dfas)
 
     def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
         dfa = self.to_dfa()
