@@ -85,9 +85,10 @@ class EarleyGrammar:
                     d += 1
                     dots.append(d)
             own.append(dots)
-        self.own_scan = [[(~nxt[d], d) for d in dots if (s := nxt[d]) is not None and s < 0]  # type: ignore[operator]
-                         for dots in own]
-        self.own_wait = [[(nxt[d], d) for d in dots if (s := nxt[d]) is not None and s >= 0] for dots in own]
+        self.own_scan: list[list[tuple[int, int]]] = [
+            [(~s, d) for d in dots if (s := nxt[d]) is not None and s < 0] for dots in own]
+        self.own_wait: list[list[tuple[int, int]]] = [
+            [(s, d) for d in dots if (s := nxt[d]) is not None and s >= 0] for dots in own]
         reach: list[tuple[int, ...]] = []
         for z in range(n):
             seen = {z}
@@ -97,7 +98,7 @@ class EarleyGrammar:
                 for w, _ in self.own_wait[y]:
                     if w not in seen:
                         seen.add(w)
-                        todo.append(w)  # type: ignore[arg-type]
+                        todo.append(w)
             reach.append(tuple(seen))
         self.reach = reach
         self.reach_set = [frozenset(r) for r in reach]
@@ -111,7 +112,7 @@ class EarleyGrammar:
                 for t, d in self.own_scan[y]:
                     sc.setdefault(t, []).append(d)
                 for w, d in self.own_wait[y]:
-                    wt.setdefault(w, []).append(d)  # type: ignore[arg-type]
+                    wt.setdefault(w, []).append(d)
             self.pred_scan.append(list(sc.items()))
             self.pred_wait.append(list(wt.items()))
 
@@ -133,6 +134,13 @@ class EarleySet:
 
     __slots__ = ("g", "index", "waiting", "scan", "allowed", "accepting", "predicted", "sig",
                  "_next", "_leo", "memo", "__weakref__")
+
+    waiting: dict[int, tuple[Item, ...]]
+    scan: dict[int, tuple[Item, ...]]
+    allowed: frozenset[int]
+    accepting: bool
+    predicted: frozenset[int]
+    sig: int
 
     def __init__(self, g: EarleyGrammar, index: int, kernel: Iterable[Item],
                  predict: int | None = None) -> None:
@@ -216,7 +224,7 @@ class EarleySet:
         self.allowed = frozenset(scan)
         self.accepting = accepting or (self.index == 0 and nullable[start])
         # Tuples of ints (not frozensets): the garbage collector stops tracking them.
-        self.sig = g.intern((tuple(sorted([(d, o.sig) for d, o in items])),  # type: ignore[union-attr]
+        self.sig = g.intern((tuple(sorted([(d, o.sig) for d, o in items if o is not None])),
                              tuple(sorted(predicted))))
 
     def _leo_item(self, x: int) -> Item | None:

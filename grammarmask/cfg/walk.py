@@ -132,7 +132,7 @@ class TokenWalker:
         if sh.shape[1] == 0:
             return sh, np.ones(sh.shape[0], dtype=bool)
         s2 = self.table[sh, byte[:, None]].astype(np.int64)
-        ok = ~self.acc[s2].any(axis=1)
+        ok: npt.NDArray[np.bool_] = np.asarray(~self.acc[s2].any(axis=1), dtype=bool)
         s2[~self.reaccept[s2]] = 0
         return s2, ok
 
