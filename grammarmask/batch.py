@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .errors import GrammarError
+from .errors import GrammarError, NoLegalContinuation
 from .grammar import Matcher
 
 __all__ = ["allocate_masks", "fill_masks"]
@@ -32,12 +32,26 @@ def allocate_masks(batch: int, n_words: int, dtype: Any = np.int32) -> npt.NDArr
 
 
 def _fill_rows(matchers: Sequence[Matcher | None], words: npt.NDArray[Any], lo: int, hi: int) -> None:
+    """Rows ``lo..hi-1``: the matcher's mask words, plus the EOS bit set in place when accepting
+    (the same bits as ``Matcher.fill_mask``, without its per-row checks or an accepting-state copy)."""
+    uwords = words.view(np.uint32)
     for row in range(lo, hi):
         m = matchers[row]
-        if m is None:
-            words[row] = 0
-        else:
-            m.fill_mask(words, row)
+        if m is None or m.is_finished():
+            uwords[row] = 0
+            continue
+        state = m.state
+        compiled = m.compiled
+        w = compiled.state_mask_words(state)
+        uwords[row] = w
+        if compiled.is_accepting_state(state):
+            eos = m.vocab.eos_token_id
+            uwords[row, eos >> 5] |= np.uint32(1 << (eos & 31))
+        elif not w.any():
+            raise NoLegalContinuation(
+                f"no token can follow the output of matcher {row} ({m.num_tokens} tokens): "
+                "the grammar (or an intersection of grammars) has no legal continuation"
+            )
 
 
 def fill_masks(
