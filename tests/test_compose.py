@@ -334,3 +334,41 @@ def test_sequence_crossing_paths_agree_with_oracle(limit: int, data: Any) -> Non
         assert_mask_exact(compiled, path, viable, complete)
     finally:
         compose._MAX_CANDIDATES = old
+
+
+BALANCED = 'start: s\ns: ("(" s ")")*'
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_and_with_a_cfg_side_is_intersection_of_masks(data: Any) -> None:
+    """Balanced parentheses (not regular) & at most 6 bytes: the side-by-side form, step by step."""
+    vocab = byte_vocabulary([b"((", b"))", b"()", b")("])
+    a, b = Lark(BALANCED), Regex(r"[()]{0,6}")
+    g = And(a, b).compile(vocab)
+    path = data.draw(token_paths(g, max_tokens=8))
+    ma, mb, mg = a.compile(vocab).matcher(), b.compile(vocab).matcher(), g.matcher()
+    for t in [*path, None]:
+        if mg.is_finished():
+            break
+        try:
+            got = mg.mask()
+        except NoLegalContinuation:
+            # a dead end is real: the output is not balanced and cannot be closed within 6 bytes
+            out = vocab.decode(path[: mg.num_tokens])
+            assert out.count(b"(") - out.count(b")") > 6 - len(out)
+            assert len(ma.mask() & mb.mask()) == 0
+            break
+        assert got == ma.mask() & mb.mask()
+        if t is None:
+            break
+        for m in (ma, mb, mg):
+            m.advance(t)
+    if path and path[-1] == vocab.eos_token_id:
+        out = vocab.decode(path)
+        assert len(out) <= 6 and lark.Lark(BALANCED).parse(out.decode()) is not None
+    # the dead end on a fixed path: four "(" cannot be closed within 6 bytes
+    m = g.matcher()
+    m.advance_many([ord("(") + 1] * 4)
+    with pytest.raises(NoLegalContinuation):
+        m.mask()
