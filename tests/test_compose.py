@@ -367,8 +367,8 @@ def test_and_with_a_cfg_side_is_intersection_of_masks(data: Any) -> None:
     if path and path[-1] == vocab.eos_token_id:
         out = vocab.decode(path)
         assert len(out) <= 6 and lark.Lark(BALANCED).parse(out.decode()) is not None
-    # the dead end on a fixed path: four "(" cannot be closed within 6 bytes
+    # a dead end on a fixed path: "(((())" is 6 bytes and still open (each step was legal on both sides)
     m = g.matcher()
-    m.advance_many([ord("(") + 1] * 4)
+    m.advance_many([ord(c) + 1 for c in "(((())"])
     with pytest.raises(NoLegalContinuation):
         m.mask()
