@@ -372,3 +372,15 @@ def test_and_with_a_cfg_side_is_intersection_of_masks(data: Any) -> None:
     m.advance_many([ord(c) + 1 for c in "(((())"])
     with pytest.raises(NoLegalContinuation):
         m.mask()
+
+
+def test_sequence_forced_bytes_run_across_parts() -> None:
+    g = Sequence(Opaque(Regex("ab")), Opaque(Regex("cd")), Opaque(Regex("x|y")))
+    m = g.compile(VOCAB).matcher()
+    assert m.forced_bytes() == b"ab"
+    toks = m.forced_tokens()
+    assert VOCAB.decode(toks) == b"abcd"  # then a choice: no EOS
+    m.advance_many(toks)
+    assert m.forced_bytes() == b"" and len(m.mask()) == 2
+    m.advance(ord("y") + 1)
+    assert m.forced_tokens() == [VOCAB.eos_token_id]
