@@ -26,7 +26,7 @@ from jsonschema.validators import validator_for
 from ...errors import GrammarError, UnsupportedSchemaError
 from . import objects
 from .formats import FORMATS, format_width
-from .keywords import ENFORCED, REFUSED, canonical, is_trivial, merge, normalize, refuse, types_of
+from .keywords import ENFORCED, REFUSED, is_trivial, merge, normalize, refuse, types_of
 from .numbers import JSON_NUMBER, number_regex
 from .strings import ANY_CHAR, NOTHING, key_not_in, literal, pattern_regex, plain_string, regex_terminal
 
@@ -307,8 +307,17 @@ class Compiler:
             cands = s.get("enum", [s["const"]] if "const" in s else [])
             if not isinstance(cands, list):
                 raise GrammarError(f"at {ptr or '/'}: enum must be an array")
-            keep = [v for v in cands if self.validates(s, v, resolver)]
-            alts = list(dict.fromkeys(self.literal(v) for v in keep))
+            alts = []
+            for v in cands:
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) < 1e300 \
+                        and float(v).is_integer():
+                    forms = [f for f, x in ((0, int(v)), (1, float(v))) if self.validates(s, x, resolver)]
+                    if forms:
+                        tail = {(0,): "", (1,): r"\.0+", (0, 1): r"(?:\.0+)?"}[tuple(forms)]
+                        alts.append(regex_terminal(str(int(v)) + tail))
+                elif self.validates(s, v, resolver):
+                    alts.append(self.literal(v))
+            alts = list(dict.fromkeys(alts))
             return " | ".join(alts) if alts else self.empty(ptr, "no enum/const value satisfies the schema")
         types = types_of(s)
         if "type" in s:
@@ -414,7 +423,7 @@ class Compiler:
             else:
                 self.unsupported("multipleOf", ptr, "a non-integer multipleOf is not supported "
                                  "(jsonschema checks it in floating point)")
-        r = number_regex(lo, lo_x, hi, hi_x, integer=integer)
+        r = number_regex(lo, lo_x, hi, hi_x, integer=integer, int_fraction=self.draft >= 6)
         if r is None:
             return self.empty(ptr, f"no number in the range {lo}..{hi}")
         return regex_terminal(r)
@@ -447,7 +456,7 @@ class Compiler:
                 mag = "(?:[1-9][0-9]*(?:" + "|".join(sufs) + ")|" + "|".join(small) + ")"
                 return regex_terminal("-?" + mag)
         self.unsupported("multipleOf", ptr, f"multipleOf {m} with this range has no compact exact form")
-        return regex_terminal(number_regex(lo, lo_x, hi, hi_x, integer=True) or NOTHING)
+        return regex_terminal(number_regex(lo, lo_x, hi, hi_x, integer=True, int_fraction=self.draft >= 6) or NOTHING)
 
     def string(self, s: dict[str, Any], ptr: str, excluded: list[str]) -> str | None:
         body = self.string_body(s, ptr)
@@ -501,8 +510,11 @@ class Compiler:
             return '"null"'
         if v is True or v is False:
             return '"true"' if v else '"false"'
-        if isinstance(v, int) or (isinstance(v, float) and v.is_integer() and abs(v) < 1e15):
-            return regex_terminal(f"{int(v)}".replace("-", "-") + r"(?:\.0+)?")
+        if isinstance(v, (int, float)) and self.draft >= 6 and abs(v) <= 2**53 and float(v).is_integer():
+            # Draft 6+ cannot tell 1 from 1.0 (type, equality and multipleOf agree), so both forms.
+            return regex_terminal(str(int(v)) + r"(?:\.0+)?")
+        if isinstance(v, int):
+            return regex_terminal(str(v))
         if isinstance(v, float):
             return regex_terminal(re.escape(json.dumps(v)))
         if isinstance(v, str):

@@ -210,13 +210,15 @@ def _frac_groups(
 
 
 def _magnitude(
-    lo: Decimal, lo_excl: bool, hi: Decimal | None, hi_excl: bool, ilo: int, ihi: int | None, integer: bool
+    lo: Decimal, lo_excl: bool, hi: Decimal | None, hi_excl: bool, ilo: int, ihi: int | None, integer: bool,
+    int_fraction: bool,
 ) -> str:
     """Regex for the magnitudes m >= 0 in the range (decimal bounds for fractions, ilo..ihi for ints)."""
     if hi is None and lo == 0 and not integer:
         return _MAG_NONZERO if lo_excl else _MAG_ANY
     groups = [(n, 0, r) for n, r in int_groups(ilo, ihi)]
-    groups += [(n, 1, r) for n, r in _frac_groups(lo, lo_excl, hi, hi_excl, integer)]
+    if int_fraction or not integer:
+        groups += [(n, 1, r) for n, r in _frac_groups(lo, lo_excl, hi, hi_excl, integer)]
     # Forms with a point first (each needs "." right after its integer part, so one that does not
     # fit falls through), then bare integers, longer first.
     groups.sort(key=lambda g: (-g[1], -g[0]))
@@ -244,11 +246,16 @@ def number_regex(
     hi_excl: bool,
     *,
     integer: bool,
+    int_fraction: bool = True,
 ) -> str | None:
-    """Regex for the JSON numbers (integers if ``integer``) in the range, or None if it is empty."""
+    """Regex for the JSON numbers (integers if ``integer``) in the range, or None if it is empty.
+
+    ``int_fraction``: integers may be written with a zero fraction (``1.0``), as draft 6 and later
+    allow; draft 4 counts only integer literals.
+    """
     if lo is None and hi is None:
         if integer:
-            return r"-?(?:0|[1-9][0-9]*)(?:\.0+)?"
+            return r"-?(?:0|[1-9][0-9]*)" + (r"(?:\.0+)?" if int_fraction else "")
         return JSON_NUMBER
     if lo is not None and hi is not None and (lo > hi or (lo == hi and (lo_excl or hi_excl))):
         return None
@@ -260,7 +267,7 @@ def number_regex(
         ihi = None if hi is None else _int_hi(hi, hi_excl)
         mhi = None if hi is None else _dec(hi)
         if ihi is None or ilo <= ihi or not integer:
-            body = _magnitude(mlo, mlo_excl, mhi, hi_excl, ilo, ihi, integer)
+            body = _magnitude(mlo, mlo_excl, mhi, hi_excl, ilo, ihi, integer, int_fraction)
             if body:
                 sides.append(body)
     # Negative side: "-" then magnitudes m with -m in range, i.e. -hi op m op -lo.
@@ -270,7 +277,7 @@ def number_regex(
         ihi = None if lo is None else -_int_lo(lo, lo_excl)
         mhi = None if lo is None else -_dec(lo)
         if ihi is None or ilo <= ihi or not integer:
-            body = _magnitude(mlo, mlo_excl, mhi, lo_excl, ilo, ihi, integer)
+            body = _magnitude(mlo, mlo_excl, mhi, lo_excl, ilo, ihi, integer, int_fraction)
             if body:
                 sides.append("-" + body)
     if not sides:

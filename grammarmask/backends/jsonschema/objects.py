@@ -197,7 +197,7 @@ class ObjectBuilder:
                     return c.empty(ptr, f"required property {key!r} cannot have a value")
                 continue
             k_term = regex_terminal('"' + literal(key) + '"')
-            members.append((f'{w} {k_term} {w} ":" {w} {val} {w}', req))
+            members.append((c.rule(f'{w} {k_term} {w} ":" {w} {val} {w}', "m"), req))
         extra = self.extras(pats, addl, pnames, declared + forbidden, ptr, resolver)
         n = len(members)
         cap = hi if hi is not None else max(lo, 1)
@@ -271,7 +271,7 @@ class ObjectBuilder:
         if val is None or key_re is None:
             return None
         k_term = regex_terminal('"' + key_re + '"')
-        return f'{w} {k_term} {w} ":" {w} {val} {w}'
+        return c.rule(f'{w} {k_term} {w} ":" {w} {val} {w}', "x")
 
     def names_regex(self, pnames: Any, taken: list[str], ptr: str, resolver: Any) -> str | None:
         c = self.c

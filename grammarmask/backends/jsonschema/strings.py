@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterable
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from ...errors import UnsupportedSchemaError
@@ -38,7 +38,7 @@ ANY_CHAR = (
     r'(?:[^"\\\x00-\x1f\ud800-\udfff]|\\(?:["\\/bfnrt]|u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}'
     r"|[dD][0-7][0-9a-fA-F]{2}|[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})))"
 )
-_SHORT = {0x22: '"', 0x5C: r"\\", 0x2F: "/", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t"}
+_SHORT = {0x22: '"', 0x5C: r"\\", 0x2F: r"\/", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t"}
 _LINE_TERMINATORS: Ranges = [(0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)]
 _ECMA_SPACE: Ranges = [
     (0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A), (0x2028, 0x2029),
@@ -72,7 +72,7 @@ def _intersect(a: Ranges, b: Ranges) -> Ranges:
     return _complement(_complement(a) + _complement(b))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _py_set(kind: str) -> tuple[tuple[int, int], ...]:
     """Code points Python's ``re`` puts in ``\\d`` / ``\\w`` / ``\\s`` (str patterns)."""
     test = {"d": str.isdecimal, "w": lambda c: c.isalnum() or c == "_", "s": str.isspace}[kind]
@@ -116,28 +116,44 @@ def _hex_digit(n: int) -> str:
 def encode_set(r: Ranges) -> str | None:
     """Regex for the JSON text of one character from the set ``r`` (None if empty)."""
     r = _norm(r)
-    raw = _intersect(r, _complement([(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0xD800, 0xDFFF)]))
+    banned: Ranges = [(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0xD800, 0xDFFF)]
+    raw = _intersect(r, _complement(banned))
     alts: list[str] = []
     if raw:
-        body = "".join(
-            _class_char(lo) if lo == hi else f"{_class_char(lo)}-{_class_char(hi)}" for lo, hi in raw
-        )
-        alts.append(body if len(raw) == 1 and raw[0][0] == raw[0][1] else f"[{body}]")
+        alts.append(_class(raw, _norm(_complement(raw))))
+    shorts = [short for cp, short in _SHORT.items() if _contains(r, cp)]
     escapes: list[str] = []
-    for cp, short in _SHORT.items():
-        if _contains(r, cp):
-            escapes.append(re.escape(short) if short != r"\\" else r"\\")
+    if shorts:
+        escapes.append(shorts[0] if len(shorts) == 1 else "[" + "".join(shorts) + "]")
     controls = [cp for cp in range(0x20) if _contains(r, cp)]
-    for hi in (0, 1):
-        lows = [cp & 0xF for cp in controls if cp >> 4 == hi]
-        if lows:
-            cls = "".join(_hex_digit(n) for n in lows)
-            escapes.append(f"u00{hi}" + (cls if len(lows) == 1 else f"(?:{'|'.join(_hex_digit(n) for n in lows)})"))
+    if len(controls) == 0x20:
+        escapes.append(f"u00[01]{_HEXD}")
+    else:
+        for hi in (0, 1):
+            lows = [cp & 0xF for cp in controls if cp >> 4 == hi]
+            if lows:
+                escapes.append(f"u00{hi}" + (_hex_digit(lows[0]) if len(lows) == 1 else
+                                              "(?:" + "|".join(_hex_digit(n) for n in lows) + ")"))
     if escapes:
         alts.append(r"\\" + (escapes[0] if len(escapes) == 1 else "(?:" + "|".join(escapes) + ")"))
     if not alts:
         return None
     return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+
+
+_HEXD = "[0-9a-fA-F]"
+
+
+def _ranges_text(r: Ranges) -> str:
+    return "".join(_class_char(lo) if lo == hi else f"{_class_char(lo)}-{_class_char(hi)}" for lo, hi in r)
+
+
+def _class(r: Ranges, comp: Ranges) -> str:
+    """A character class for ``r``, written negated when that is shorter."""
+    if len(r) == 1 and r[0][0] == r[0][1]:
+        return re.escape(chr(r[0][0])) if 0x20 <= r[0][0] < 0x7F else f"[{_ranges_text(r)}]"
+    pos, neg = f"[{_ranges_text(r)}]", f"[^{_ranges_text(comp)}]"
+    return neg if len(neg) < len(pos) and comp else pos
 
 
 def _contains(r: Ranges, cp: int) -> bool:
@@ -166,19 +182,31 @@ def key_not_in(words: Iterable[str]) -> str:
             node = node.setdefault(c, {})
         node[""] = True
 
-    def walk(node: dict[str, Any]) -> str:
-        alts = []
+    def deviate(node: dict[str, Any]) -> str | None:
+        """Trie paths followed by one character that leaves the trie (the rest is free)."""
         kids = sorted(k for k in node if k)
-        for k in kids:
-            alts.append(literal(k) + walk(node[k]))
+        alts = [literal(k) + d for k in kids if (d := deviate(node[k])) is not None]
         other = encode_set(_complement([(ord(k), ord(k)) for k in kids]))
         if other:
-            alts.append(other + f"{_ANY_CANON}*")
+            alts.append(other)
+        return _group(alts) if alts else None
+
+    def prefixes(node: dict[str, Any]) -> str | None:
+        """Trie paths that are not words."""
+        kids = sorted(k for k in node if k)
+        alts = [literal(k) + p for k in kids if (p := prefixes(node[k])) is not None]
         if "" not in node:
             alts.append("")
-        return _group(alts) if alts else NOTHING
+        return _group(alts) if alts else None
 
-    return walk(trie)
+    parts = []
+    d = deviate(trie)
+    if d is not None:
+        parts.append(f"{d}{_ANY_CANON}*")
+    p = prefixes(trie)
+    if p is not None:
+        parts.append(p)
+    return _group(parts) if parts else NOTHING
 
 
 # ---- pattern translation ---------------------------------------------------------------------------

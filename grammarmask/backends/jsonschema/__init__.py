@@ -1,0 +1,1 @@
+"""JSON Schema compiler internals (use grammarmask.backends.json_schema.JsonSchema)."""
