@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .automata import DFA
+from .automata.dfa import row_ids
 from .vocab import Vocabulary
 
 __all__ = ["ClassTrie", "DfaTokenIndex"]
@@ -36,7 +37,8 @@ Words = npt.NDArray[np.uint32]
 EAGER_STATES = 16384  # try to index every state at construction up to this many (within PAIR_BUDGET)
 PAIR_BUDGET = 3_000_000  # max (state, class node) pairs in one batched walk
 NARROW_FRACTION = 32  # a state with more than V / this legal tokens is "broad"
-BROAD_EAGER = 64  # at most this many broad states are packed at construction
+DENSE_BUDGET = 8_000_000  # broad states x class nodes for the unpruned walk at construction
+SPARSE_BUDGET = 4_000_000  # total (word index, word) entries kept for eagerly indexed states
 
 
 @dataclass(frozen=True, eq=False)
@@ -44,8 +46,10 @@ class ClassTrie:
     """The vocabulary trie with bytes replaced by byte classes, duplicates merged.
 
     Node 0 is the root. ``cls[n]`` is the class on the edge into node ``n``; the children of ``n``
-    are ``ch_lo[n]:ch_hi[n]``; the tokens whose class sequence is node ``n``'s path are
-    ``tok_ids[tok_ptr[n]:tok_ptr[n+1]]``; ``tok_node[t]`` is token ``t``'s node, or
+    are ``ch_lo[n]:ch_hi[n]`` and its parent is ``parent[n]``; the nodes at depth ``d`` are
+    ``level_lo[d]:level_lo[d+1]``; the tokens whose class sequence is node ``n``'s path are
+    ``tok_ids[tok_ptr[n]:tok_ptr[n+1]]`` and ``sub_count[n]`` counts the tokens in its subtree;
+    ``tok_node[t]`` is token ``t``'s node, or
     ``n_nodes`` (a sentinel that is never live) for special, empty and padding ids.
     """
 
@@ -56,6 +60,9 @@ class ClassTrie:
     tok_ids: I32
     tok_count: I64
     tok_node: I64
+    parent: I64
+    level_lo: I64
+    sub_count: I64
 
     @property
     def n_nodes(self) -> int:
@@ -94,6 +101,7 @@ class ClassTrie:
             next_id += uniq.size
         c_cls = np.concatenate(cls_parts).astype(np.int32)
         c_par = np.concatenate(par_parts)
+        level_lo = np.cumsum([0] + [p.size for p in par_parts]).astype(np.int64)
         ids = np.arange(next_id)
         # parents are non-decreasing in id order (each level is sorted by (parent, class))
         n_kids = np.bincount(c_par[1:], minlength=next_id)
@@ -107,7 +115,22 @@ class ClassTrie:
         tok_ptr = np.concatenate([[0], np.cumsum(tok_count)])
         tok_node = np.full(max(vocab.size, len(vocab.token_bytes)), next_id, dtype=np.int64)
         tok_node[tok_ids] = np.repeat(ids, tok_count)
-        return cls(c_cls, ch_lo, ch_hi, tok_ptr, tok_ids.astype(np.int32), tok_count, tok_node)
+        sub_count = tok_count.astype(np.int64).copy()  # tokens in each node's subtree
+        for d in range(level_lo.size - 2, 1, -1):
+            lo, hi = int(level_lo[d]), int(level_lo[d + 1])
+            np.add.at(sub_count, c_par[lo:hi], sub_count[lo:hi])
+        return cls(
+            c_cls,
+            ch_lo,
+            ch_hi,
+            tok_ptr,
+            tok_ids.astype(np.int32),
+            tok_count,
+            tok_node,
+            c_par,
+            level_lo,
+            sub_count,
+        )
 
 
 _TRIE_CACHE: weakref.WeakKeyDictionary[Vocabulary, OrderedDict[bytes, ClassTrie]] = (
@@ -145,6 +168,29 @@ class _BudgetExceeded(Exception):
     pass
 
 
+def _mask_classes(red: I64, depth: int) -> I64:
+    """For each DFA state, the smallest state with the same legal tokens (0 if none are legal).
+
+    Two states have the same mask when no byte string of at most ``depth`` bytes (the longest
+    token) is live from one and dead from the other: Moore refinement of {dead, live} for at most
+    ``depth`` rounds (stopping early at the fixed point).
+    """
+    n = red.shape[0]
+    block = (np.arange(n) != 0).astype(np.int64)
+    count = int(block.max()) + 1
+    for _ in range(depth):
+        block = row_ids(np.concatenate([block[:, None], block[red]], axis=1))
+        new_count = int(block.max()) + 1
+        if new_count == count:
+            break
+        count = new_count
+    first = np.full(count, n, dtype=np.int64)
+    np.minimum.at(first, block, np.arange(n))
+    rep = first[block]
+    rep[block == block[0]] = 0  # the dead state's class: nothing is legal
+    return rep  # type: ignore[no-any-return]
+
+
 class DfaTokenIndex:
     """Legal tokens and next states of a byte :class:`DFA` over a :class:`Vocabulary`.
 
@@ -172,17 +218,30 @@ class DfaTokenIndex:
         self._lock = threading.Lock()
         self._zeros = np.zeros(self._n_words, dtype=np.uint32)
         self._zeros.setflags(write=False)
-        n = dfa.n_states
-        if 1 < n <= EAGER_STATES:
+        depth = max(len(vocab.trie.level_lo) - 2, 0)
+        rep = _mask_classes(self._red, depth)
+        self._rep: list[int] = rep.tolist()
+        reps = np.unique(rep[rep != 0])
+        self._base: Words | None = None  # words of every normal token (for complement storage)
+        self._negative: dict[int, tuple[I64, Words]] = {}
+        if 0 < reps.size <= EAGER_STATES:
+            # an upper bound on each state's legal tokens: those whose first class is live
+            tr = self._trie
+            kids = np.arange(int(tr.ch_lo[0]), int(tr.ch_hi[0]))
+            bound = (self._red[reps][:, tr.cls[kids]] != 0).astype(np.int64) @ tr.sub_count[kids]
+            broad = bound > len(self._tb) // NARROW_FRACTION
             try:
-                self._eager(np.arange(1, n, dtype=np.int64))
+                self._eager(reps[~broad])  # pruned walk: cheap for narrow states
             except _BudgetExceeded:
                 self._sparse.clear()
+            if broad.any() and int(broad.sum()) * tr.n_nodes <= DENSE_BUDGET:
+                self._eager_dense(reps[broad])  # unpruned walk; broad states stored by complement
 
     # -- public -------------------------------------------------------------------------------
 
     def mask_words(self, state: int) -> Words:
         """Packed words of the tokens legal in ``state`` (shared array: do not mutate)."""
+        state = self._rep[state]  # states with the same legal tokens share one mask
         hit = self._cache.get(state)
         if hit is not None:
             try:  # noqa: SIM105 (hot path: cheaper than contextlib.suppress)
@@ -196,6 +255,9 @@ class DfaTokenIndex:
         if sp is not None:
             words = np.zeros(self._n_words, dtype=np.uint32)
             words[sp[0]] = sp[1]
+        elif (neg := self._negative.get(state)) is not None and self._base is not None:
+            words = self._base.copy()
+            words[neg[0]] &= ~neg[1]
         else:
             words = self._compute(state)
         words.setflags(write=False)
@@ -242,24 +304,64 @@ class DfaTokenIndex:
             rep = np.repeat(np.arange(p_s.size), nkids)
             p_s, p_c = p_s[rep], kids
             p_st = red[p_st[rep], tr.cls[kids]]
+        if not out_s:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
         return np.concatenate(out_s), np.concatenate(out_c)
 
     def _eager(self, states: I64) -> None:
-        tr = self._trie
+        """Index narrow ``states`` with one pruned walk, storing their legal tokens sparsely."""
         ps, pc = self._walk(states)
-        m = states.size
-        counts = np.bincount(ps, weights=tr.tok_count[pc], minlength=m)
-        broad = counts > len(self._tb) // NARROW_FRACTION
-        narrow_pair = ~broad[ps]
-        self._sparse_words(states, ps[narrow_pair], pc[narrow_pair], ~broad)
-        for i in np.flatnonzero(broad)[:BROAD_EAGER].tolist():
-            sel = ps == i
-            words = self._pack(pc[sel])
-            words.setflags(write=False)
-            self._cache[int(states[i])] = words
+        self._sparse_words(states, ps, pc, np.ones(states.size, dtype=np.bool_), self._sparse)
 
-    def _sparse_words(self, states: I64, ps: I64, pc: I64, narrow: npt.NDArray[np.bool_]) -> None:
-        """Store (word index, word) pairs per state for the narrow states, all at once."""
+    def _eager_dense(self, states: I64) -> None:
+        """Index ``states`` by an unpruned walk over every class node, in chunks of states.
+
+        Per state, the smaller of its legal and its illegal token sets is stored as sparse words
+        (illegal ones relative to the words of all normal tokens), so every first visit is a
+        copy plus a scatter.
+        """
+        tr, red = self._trie, self._red
+        term = np.flatnonzero(tr.tok_count > 0)
+        weights = tr.tok_count[term]
+        total = int(weights.sum())
+        chunk = max(1, DENSE_BUDGET // 8 // max(tr.n_nodes, 1))
+        lv = tr.level_lo
+        kept = 0
+        for a in range(0, states.size, chunk):
+            sts = states[a : a + chunk]
+            st = np.zeros((sts.size, tr.n_nodes), dtype=np.int64)
+            st[:, 0] = sts
+            for d in range(1, lv.size - 1):
+                lo, hi = int(lv[d]), int(lv[d + 1])
+                st[:, lo:hi] = red[st[:, tr.parent[lo:hi]], tr.cls[lo:hi]]
+            alive = st[:, term] != 0
+            n_legal = alive.astype(np.int64) @ weights
+            negative = n_legal * 2 > total
+            if kept > SPARSE_BUDGET:
+                return  # the remaining states stay lazy
+            pos_s, pos_c = np.nonzero(alive & ~negative[:, None])
+            kept += self._sparse_words(sts, pos_s, term[pos_c], ~negative, self._sparse)
+            if negative.any():
+                if self._base is None:
+                    self._base = self._pack(term)
+                neg_s, neg_c = np.nonzero(~alive & negative[:, None])
+                kept += self._sparse_words(sts, neg_s, term[neg_c], negative, self._negative)
+
+    def _sparse_words(
+        self,
+        states: I64,
+        ps: I64,
+        pc: I64,
+        narrow: npt.NDArray[np.bool_],
+        store: dict[int, tuple[I64, Words]] | None = None,
+    ) -> int:
+        """Store (word index, word) pairs per state for the ``narrow`` states, all at once.
+
+        ``ps`` indexes ``states``, ``pc`` are class nodes whose tokens to set; returns the number
+        of entries stored.
+        """
+        if store is None:
+            store = self._sparse
         tr = self._trie
         lens = tr.tok_count[pc]
         ids = tr.tok_ids[_ranges(tr.tok_ptr[pc], tr.tok_ptr[pc] + lens)].astype(np.int64)
@@ -280,7 +382,8 @@ class DfaTokenIndex:
         bounds = np.searchsorted(gstate, np.arange(states.size + 1))
         for i in np.flatnonzero(narrow).tolist():
             a, b = int(bounds[i]), int(bounds[i + 1])
-            self._sparse[int(states[i])] = (gword[a:b], vals[a:b])
+            store[int(states[i])] = (gword[a:b], vals[a:b])
+        return int(gkey.size)
 
     def _pack(self, live_nodes: I64) -> Words:
         tr = self._trie

@@ -56,13 +56,26 @@ def toy() -> gm.Vocabulary:
     return gm.Vocabulary.from_tokens(toks, eos_token_id=0, special_token_ids=(1,), size=len(toks) + 3)
 
 
-@pytest.mark.parametrize("eager", [True, False])
+MODES = ["default", "all-dense", "pairs-only", "lazy"]
+
+
+def set_mode(monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    """Force one of the index's construction strategies."""
+    if mode == "all-dense":  # every state counts as broad: unpruned walk, complement storage
+        monkeypatch.setattr(gindex, "NARROW_FRACTION", 10**6)
+    if mode == "pairs-only":  # every state counts as narrow: pruned walk, legal tokens stored
+        monkeypatch.setattr(gindex, "NARROW_FRACTION", 1)
+        monkeypatch.setattr(gindex, "DENSE_BUDGET", 0)
+    if mode == "lazy":
+        monkeypatch.setattr(gindex, "EAGER_STATES", 0)
+
+
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("pattern", PATTERNS)
 def test_index_matches_brute_force_toy(
-    toy: gm.Vocabulary, pattern: str, eager: bool, monkeypatch: pytest.MonkeyPatch
+    toy: gm.Vocabulary, pattern: str, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if not eager:
-        monkeypatch.setattr(gindex, "EAGER_STATES", 0)
+    set_mode(monkeypatch, mode)
     dfa = regex_to_dfa(pattern)
     idx = DfaTokenIndex(toy, dfa)
     for s in range(dfa.n_states):
@@ -73,16 +86,12 @@ def test_index_matches_brute_force_toy(
             assert idx.next_state(s, t) == nxt.get(t, 0)
 
 
-@pytest.mark.parametrize("mode", ["eager", "lazy", "eager-all-broad-lazy"])
-@pytest.mark.parametrize("pattern", PATTERNS[:4])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("pattern", [*PATTERNS[:4], r"[^\n]{0,90}"])
 def test_index_matches_brute_force_tekken(
     tekken: gm.Vocabulary, pattern: str, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if mode == "lazy":
-        monkeypatch.setattr(gindex, "EAGER_STATES", 0)
-    if mode == "eager-all-broad-lazy":
-        monkeypatch.setattr(gindex, "BROAD_EAGER", 0)
-        monkeypatch.setattr(gindex, "NARROW_FRACTION", 10**6)
+    set_mode(monkeypatch, mode)
     dfa = regex_to_dfa(pattern)
     idx = DfaTokenIndex(tekken, dfa)
     tb = tekken.token_bytes
