@@ -96,3 +96,24 @@ def test_dead_ends_and_errors() -> None:
     with pytest.raises(GrammarError):
         beam_search(RandomModel(3), VOCAB, Regex("a"))
     assert beam_search(RandomModel(VOCAB.size), VOCAB, Regex("a"), max_tokens=0)[0].token_ids == ()
+
+
+def test_beam_search_on_tekken_with_a_json_schema(tekken: Vocabulary) -> None:
+    import json
+
+    import jsonschema
+
+    from grammarmask.backends.json_schema import JsonSchema
+
+    schema = {
+        "type": "object",
+        "properties": {"verb": {"enum": ["go", "be", "see"]}, "person": {"enum": ["1sg", "3sg"]}},
+        "required": ["verb", "person"],
+        "additionalProperties": False,
+    }
+    hyps = beam_search(RandomModel(tekken.size, seed=7), tekken, JsonSchema(schema, whitespace="compact"),
+                       num_beams=3, max_tokens=40)  # fmt: skip
+    assert len(hyps) == 3 and all(h.finished for h in hyps)
+    assert len({h.token_ids for h in hyps}) == 3
+    for h in hyps:
+        jsonschema.validate(json.loads(h.text), schema)

@@ -384,3 +384,27 @@ def test_sequence_forced_bytes_run_across_parts() -> None:
     assert m.forced_bytes() == b"" and len(m.mask()) == 2
     m.advance(ord("y") + 1)
     assert m.forced_tokens() == [VOCAB.eos_token_id]
+
+
+def test_jump_forward_on_tekken_halves_model_calls(tekken: Vocabulary) -> None:
+    """The issue's target on the seeds' conjugation schema, via the CFG-backed JsonSchema."""
+    import json
+
+    import jsonschema
+
+    from benchmarks.bench_jump_forward import CONJUGATION
+    from grammarmask.backends.json_schema import JsonSchema
+    from grammarmask.compose import JumpForward
+    from grammarmask.generate import generate
+    from grammarmask.models import RandomModel
+
+    g = JumpForward(JsonSchema(CONJUGATION, whitespace="compact")).compile(tekken)
+    for seed in range(5):
+        on = generate(RandomModel(tekken.size, seed=seed), tekken, g, max_tokens=80, seed=seed)
+        off = generate(
+            RandomModel(tekken.size, seed=seed), tekken, g, max_tokens=80, seed=seed, jump_forward=False
+        )
+        for r in (on, off):
+            assert r.finished
+            jsonschema.validate(json.loads(r.text), CONJUGATION)
+        assert on.model_calls * 2 <= off.model_calls
