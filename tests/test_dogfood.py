@@ -160,3 +160,12 @@ def test_check_grammar_fixture_catches_a_wrong_reference(check_grammar) -> None:
         check_grammar(Regex("[a-c]{2}"), valid=["ad"])
     with pytest.raises(AssertionError, match="was accepted"):
         check_grammar(Regex("[a-c]{2}"), invalid=["ab"])
+
+
+@pytest.mark.parametrize("module", ["strategies", "compose", "lint"])
+def test_docstring_examples_run(module: str) -> None:
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(f"grammarmask.{module}"))
+    assert result.failed == 0 and result.attempted > 0
