@@ -268,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jsb", type=int, default=3, help="JSONSchemaBench schemas per sub-dataset (0: skip)")
     p.add_argument("--jsb-tokenizers", default="tekken", help="tokenizers to run JSONSchemaBench with")
     p.add_argument("--render", metavar="JSON", help="only re-render a results JSON file as markdown")
+    p.add_argument("--resume", metavar="JSON", help="keep the results in this file and run only the rest")
     p.add_argument("--timeout", type=float, default=120, help="seconds per engine and workload")
     p.add_argument(
         "--peer-python",
@@ -292,6 +293,9 @@ def main(argv: list[str] | None = None) -> int:
     host = machine()
     workloads = [w for w in W.build(jsb_per_dataset=args.jsb) if args.only in w.name]
     results: list[dict[str, Any]] = []
+    if args.resume:
+        results = [r for r in json.loads(Path(args.resume).read_text())["results"] if "workload" in r]
+    done = {(r["tokenizer"], r["engine"], r["workload"]) for r in results}
     skipped: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for tokenizer in args.tokenizers.split(","):
@@ -306,6 +310,9 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 python = sys.executable if engine == "grammarmask" else args.peer_python
                 for batch in _batches(spec["workloads"]):
+                    batch = [n for n in batch if (tokenizer, engine, n) not in done]
+                    if not batch:
+                        continue
                     t0 = time.perf_counter()
                     res = run_engine(engine, python, spec_path, batch, args.timeout * len(batch))
                     if res and "fatal" in res[0]:
@@ -447,7 +454,7 @@ def write_report(report: dict[str, Any], out: Path) -> None:
     """Write ``out``.json (everything) and ``out``.md (the tables)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     Path(f"{out}.json").write_text(json.dumps(report, indent=1))
-    Path(f"{out}.md").write_text(markdown(report))
+    Path(f"{out}.md").write_text(markdown(report), encoding="utf-8", errors="backslashreplace")
 
 
 def update_readme(table: str, readme: Path = ROOT / "README.md") -> None:
