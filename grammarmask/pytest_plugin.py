@@ -32,14 +32,14 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from .errors import GrammarError, TokenRejected
 from .grammar import Grammar
-from .strategies import byte_vocab, from_grammar, token_paths
 from .testing import assert_accepts, assert_mask_exact, assert_rejects, byte_vocabulary
 from .vocab import Vocabulary
+
+# hypothesis (and the strategies built on it) is imported when a check runs, so registering this
+# plugin never breaks a pytest session that lacks hypothesis
 
 __all__ = ["check_grammar", "default_reference", "grammar_test"]
 
@@ -75,6 +75,8 @@ def default_reference(grammar: Grammar) -> Reference | None:
 
 
 def _is_prefix(grammar: Grammar, text: str) -> bool:
+    from .strategies import byte_vocab
+
     m = grammar.compile(byte_vocab()).matcher()
     try:
         for b in text.encode():
@@ -105,6 +107,8 @@ def check_grammar(
     """
     if not isinstance(grammar, Grammar):
         raise GrammarError(f"check_grammar needs a grammarmask Grammar, got {type(grammar).__name__}")
+    from .strategies import byte_vocab
+
     for text in valid:
         assert_accepts(grammar, text, byte_vocab())
     for text in invalid:
@@ -122,6 +126,10 @@ def check_grammar(
 
 
 def _check_sound(grammar: Grammar, ref: Reference, examples: int, max_size: int) -> None:
+    from hypothesis import HealthCheck, given, settings
+
+    from .strategies import from_grammar
+
     @settings(max_examples=examples, deadline=None, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])  # fmt: skip
     @given(from_grammar(grammar, max_size=max_size))
@@ -144,6 +152,11 @@ def _check_exact(
     valid: list[str],
     examples: int,
 ) -> None:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from .strategies import token_paths
+
     if vocab is None:
         extra = {
             t.encode()[i : i + n] for t in valid for n in (2, 3) for i in range(0, len(t.encode()) - n + 1)
