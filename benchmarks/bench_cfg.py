@@ -6,7 +6,9 @@ the grammar load+compile time (vocabulary preprocessing reported apart), and the
 
 ``cold``: the first document on a freshly compiled grammar (every cache empty); ``warm``: the same
 kind of document after three others went through the same compiled grammar (a server's steady
-state). Run: ``python benchmarks/bench_cfg.py [--quick]``.
+state). ``warm CPU`` is the same steps in thread CPU time, which leaves out time the process spent
+descheduled (on a loaded machine the wall-clock p99 is mostly that). Run:
+``python benchmarks/bench_cfg.py [--quick]``.
 """
 
 from __future__ import annotations
@@ -34,8 +36,16 @@ GRAMMARS = os.path.join(os.path.dirname(__file__), "..", "grammars")
 def _json_value(rng: random.Random, depth: int) -> Any:
     r = rng.random()
     if depth > 3 or r < 0.35:
-        return rng.choice([rng.randint(-1000, 10**6), round(rng.uniform(-1e3, 1e3), 3), True, False, None,
-                           "".join(rng.choice("abcdefgh ijk") for _ in range(rng.randint(0, 12)))])
+        return rng.choice(
+            [
+                rng.randint(-1000, 10**6),
+                round(rng.uniform(-1e3, 1e3), 3),
+                True,
+                False,
+                None,
+                "".join(rng.choice("abcdefgh ijk") for _ in range(rng.randint(0, 12))),
+            ]
+        )
     if r < 0.65:
         return [_json_value(rng, depth + 1) for _ in range(rng.randint(0, 5))]
     return {f"key_{rng.randint(0, 99)}": _json_value(rng, depth + 1) for _ in range(rng.randint(1, 5))}
@@ -53,8 +63,13 @@ def json_doc(rng: random.Random, n_tokens: int, tok: Any) -> str:
 def _arith(rng: random.Random, depth: int = 0) -> str:
     r = rng.random()
     if depth > 4 or r < 0.3:
-        return rng.choice([str(rng.randint(0, 999)), f"{rng.randint(0, 99)}.{rng.randint(0, 99)}",
-                           rng.choice(["x", "y", "rate", "n_items"])])
+        return rng.choice(
+            [
+                str(rng.randint(0, 999)),
+                f"{rng.randint(0, 99)}.{rng.randint(0, 99)}",
+                rng.choice(["x", "y", "rate", "n_items"]),
+            ]
+        )
     if r < 0.45:
         return f"({_arith(rng, depth + 1)})"
     if r < 0.55:
@@ -74,15 +89,23 @@ def sql_doc(rng: random.Random, n_tokens: int, tok: Any) -> str:
 
     def cond() -> str:
         c = rng.choice(cols)
-        return rng.choice([f"{c} > {rng.randint(0, 100)}", f"{c} = '{rng.choice(['a', 'EU', 'x y'])}'",
-                           f"{c} IS NOT NULL", f"{c} BETWEEN 1 AND {rng.randint(2, 50)}",
-                           f"{c} IN (1, 2, {rng.randint(3, 9)})"])
+        return rng.choice(
+            [
+                f"{c} > {rng.randint(0, 100)}",
+                f"{c} = '{rng.choice(['a', 'EU', 'x y'])}'",
+                f"{c} IS NOT NULL",
+                f"{c} BETWEEN 1 AND {rng.randint(2, 50)}",
+                f"{c} IN (1, 2, {rng.randint(3, 9)})",
+            ]
+        )
 
     where = cond()
     while True:
-        doc = (f"SELECT o.id, sum(o.price * o.qty) AS total, count(*) FROM orders o "
-               f"JOIN customers c ON o.customer_id = c.id WHERE {where} GROUP BY o.id "
-               f"HAVING count(*) > 1 ORDER BY total DESC LIMIT 10;")
+        doc = (
+            f"SELECT o.id, sum(o.price * o.qty) AS total, count(*) FROM orders o "
+            f"JOIN customers c ON o.customer_id = c.id WHERE {where} GROUP BY o.id "
+            f"HAVING count(*) > 1 ORDER BY total DESC LIMIT 10;"
+        )
         if len(tok.encode(doc, bos=False, eos=False)) >= n_tokens:
             return doc
         where = f"{where} {rng.choice(['AND', 'OR'])} {cond()}"
@@ -106,14 +129,16 @@ def load(name: str) -> Any:
     return Gbnf(text) if name.endswith(".gbnf") else Lark(text)
 
 
-def run_doc(compiled: Any, ids: list[int], vocab: Vocabulary) -> tuple[np.ndarray, np.ndarray]:
+def run_doc(compiled: Any, ids: list[int], vocab: Vocabulary) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     m = compiled.matcher()
     row = np.zeros((1, vocab.n_words), dtype=np.uint32)
-    masks, advances = [], []
+    masks, advances, cpu = [], [], []
     for t in ids:
+        c0 = time.thread_time()
         t0 = time.perf_counter()
         m.fill_mask(row, 0)
         t1 = time.perf_counter()
+        cpu.append(time.thread_time() - c0)
         if not (row[0, t >> 5] >> np.uint32(t & 31)) & 1:
             raise AssertionError(f"token {t} ({vocab.token_bytes[t]!r}) refused")
         m.advance(t)
@@ -122,7 +147,7 @@ def run_doc(compiled: Any, ids: list[int], vocab: Vocabulary) -> tuple[np.ndarra
         advances.append(t2 - t1)
     m.fill_mask(row, 0)
     assert m.is_accepting()
-    return np.array(masks) * 1e6, np.array(advances) * 1e6
+    return np.array(masks) * 1e6, np.array(advances) * 1e6, np.array(cpu) * 1e6
 
 
 def stats(a: np.ndarray) -> str:
@@ -140,8 +165,11 @@ def main() -> None:
     vocab = Vocabulary.from_mistral(tok)
     _ = vocab.trie
     print(f"vocabulary: tekken {vocab.size} tokens, load + trie {time.perf_counter() - t0:.2f} s (apart)")
-    print(f"{'grammar':18} {'tokens':>6} {'compile ms':>10} | {'mask us: p50':>12} {'p99':>7} {'max':>7} | "
-          f"{'advance p50':>11} {'p99':>7} {'max':>7} | {'warm mask p50':>13} {'p99':>7} {'max':>7}")
+    print(
+        f"{'grammar':18} {'tokens':>6} {'compile ms':>10} | {'mask us: p50':>12} {'p99':>7} {'max':>7} | "
+        f"{'advance p50':>11} {'p99':>7} {'max':>7} | {'warm mask p50':>13} {'p99':>7} {'max':>7} | "
+        f"{'CPU p50':>7} {'p99':>7} {'max':>7}"
+    )
     sizes = [200] if args.quick else [200, 2000]
     for name, make in WORKLOADS:
         checker = None
@@ -159,12 +187,14 @@ def main() -> None:
             compiled = g._compile(vocab)  # fresh: bypass the content cache
             compile_ms = (time.perf_counter() - t0) * 1e3
             ids = [tok.encode(d, bos=False, eos=False) for d in docs]
-            cold_mask, cold_adv = run_doc(compiled, ids[0], vocab)
+            cold_mask, cold_adv, _ = run_doc(compiled, ids[0], vocab)
             for other in ids[1:4]:
                 run_doc(compiled, other, vocab)
-            warm_mask, _ = run_doc(compiled, ids[4], vocab)
-            print(f"{name:18} {len(ids[0]):6d} {compile_ms:10.1f} | {stats(cold_mask):>28} | "
-                  f"{stats(cold_adv):>27} | {stats(warm_mask):>29}")
+            warm_mask, _, warm_cpu = run_doc(compiled, ids[4], vocab)
+            print(
+                f"{name:18} {len(ids[0]):6d} {compile_ms:10.1f} | {stats(cold_mask):>28} | "
+                f"{stats(cold_adv):>27} | {stats(warm_mask):>29} | {stats(warm_cpu):>23}"
+            )
 
 
 if __name__ == "__main__":
