@@ -143,14 +143,9 @@ def lint_lark(text: str, *, start: str = "start", import_paths: Sequence[str] = 
             live_terms.add(name)
             if ok is None and not _is_import(text, name):
                 add(name, "note", "unsupported-terminal", _NOT_REGULAR.format(name))
-    ignored = set(parser.ignore_tokens)
+    needed = _referenced_closure(text, set(used_terms) | in_rules | set(parser.ignore_tokens))
     for name, _ in parser.grammar.term_defs:
-        if (
-            name not in used_terms
-            and name not in in_rules
-            and name not in ignored
-            and not name.startswith("__")
-        ):
+        if name not in needed and not name.startswith("__"):
             add(str(name), "warning", "unused-terminal", f"terminal {name} is defined but no rule uses it")
 
     # rules: lark drops the unreachable ones when it compiles, so compare with the definitions
@@ -174,6 +169,29 @@ def lint_lark(text: str, *, start: str = "start", import_paths: Sequence[str] = 
     if start not in productive:
         add(start, "error", "empty-language", _EMPTY.format(start))
     return sorted(out, key=_order)
+
+
+_STATEMENT = re.compile(r"^[ \t]*(?:[?!]?([A-Za-z_]\w*)[^:\n]*:|%)", re.M)
+_LITERALS = re.compile(r'"(?:[^"\\\n]|\\.)*"i?|/(?:[^/\\\n]|\\.)+/[imslux]*')
+
+
+def _referenced_closure(text: str, roots: set[str]) -> set[str]:
+    """``roots`` plus every terminal their definitions in ``text`` refer to, transitively (lark
+    inlines terminals used inside other terminals, so its compiled grammar no longer shows them)."""
+    starts = list(_STATEMENT.finditer(text))
+    bodies: dict[str, str] = {}
+    for m, nxt in zip(starts, [*starts[1:], None], strict=True):
+        if m.group(1):
+            body = text[m.end() : nxt.start() if nxt else len(text)]
+            bodies[m.group(1)] = re.sub(r"//[^\n]*", "", _LITERALS.sub(" ", body))
+    out = set(roots)
+    stack = list(roots)
+    while stack:
+        for ref in re.findall(r"\b[A-Z_][A-Z0-9_]*\b", bodies.get(stack.pop(), "")):
+            if ref not in out:
+                out.add(ref)
+                stack.append(ref)
+    return out
 
 
 def _order(f: Finding) -> tuple[int, int, str]:

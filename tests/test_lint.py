@@ -51,6 +51,11 @@ LARK_CASES = [
         [("unproductive-rule", "deep", 3, 1), ("unproductive-rule", "_two", 4, 1)],
     ),  # fmt: skip
     ('start: A\nA: /a(?=b)/ "b"\n', [("unsupported-terminal", "A", 2, 1)]),
+    # DIGIT is used inside INT (lark inlines it); HEX only inside HEXNUM, which nothing uses
+    (
+        'start: INT\nDIGIT: "0".."9"\nINT: DIGIT+ // "HEX"\nHEX: "a".."f"\nHEXNUM: HEX+\n',
+        [("unused-terminal", "HEX", 4, 1), ("unused-terminal", "HEXNUM", 5, 1)],
+    ),
 ]
 
 
