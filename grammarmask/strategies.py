@@ -7,7 +7,9 @@ string the grammar accepts can be drawn; token paths walk the mask of a real voc
 Every choice is an integer index into the legal set, with "stop here" (EOS) first and bytes in
 ascending order, so hypothesis shrinks toward short documents made of small bytes. After ``max_size``
 bytes the walk steers toward completion: it follows forced bytes, takes EOS as soon as it is legal,
-and otherwise searches (breadth first, bounded) for the shortest way to a complete sentence.
+and otherwise looks for a short way to a complete sentence: a bounded breadth-first search, then a
+greedy walk that always moves to the most constrained next state (fewest legal bytes), which closes
+strings, brackets and keywords. A walk that finds no completion within the budget is discarded.
 
 Examples
 --------
