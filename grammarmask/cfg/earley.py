@@ -132,7 +132,7 @@ class EarleySet:
     into; a set nothing refers to any more is freed by reference counting.
     """
 
-    __slots__ = ("g", "index", "waiting", "scan", "allowed", "accepting", "predicted", "sig",
+    __slots__ = ("g", "index", "waiting", "scan", "allowed", "accepting", "predicted", "sig", "size",
                  "_next", "_leo", "memo", "__weakref__")
 
     waiting: dict[int, tuple[Item, ...]]
@@ -141,6 +141,8 @@ class EarleySet:
     accepting: bool
     predicted: frozenset[int]
     sig: int
+    #: number of items besides the predictions (a diagnostic: Leo keeps it flat on right recursion)
+    size: int
 
     def __init__(self, g: EarleyGrammar, index: int, kernel: Iterable[Item],
                  predict: int | None = None) -> None:
@@ -219,6 +221,7 @@ class EarleySet:
             else:
                 scan.setdefault(~sym, []).append(it)
         self.predicted = frozenset(predicted)
+        self.size = len(items)
         self.waiting = {y: tuple(v) for y, v in waiting.items()}
         self.scan = {t: tuple(v) for t, v in scan.items()}
         self.allowed = frozenset(scan)
