@@ -16,6 +16,7 @@ state by state on first visit. Mask words are cached with an LRU bound.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 from collections import OrderedDict
@@ -168,6 +169,11 @@ class _BudgetExceeded(Exception):
     pass
 
 
+def _popcount_rows(words: Words) -> I64:
+    """Set bits per row of a 2-D array of uint32 words."""
+    return np.unpackbits(words.view(np.uint8), axis=1).sum(axis=1, dtype=np.int64)  # type: ignore[no-any-return]
+
+
 def _mask_classes(red: I64, depth: int) -> I64:
     """For each DFA state, the smallest state with the same legal tokens (0 if none are legal).
 
@@ -223,6 +229,7 @@ class DfaTokenIndex:
         self._rep: list[int] = rep.tolist()
         reps = np.unique(rep[rep != 0])
         self._base: Words | None = None  # words of every normal token (for complement storage)
+        self._base_count = int(np.count_nonzero(self._trie.tok_node < self._trie.n_nodes))
         self._negative: dict[int, tuple[I64, Words]] = {}
         if 0 < reps.size <= EAGER_STATES:
             # an upper bound on each state's legal tokens: those whose first class is live
@@ -230,12 +237,12 @@ class DfaTokenIndex:
             kids = np.arange(int(tr.ch_lo[0]), int(tr.ch_hi[0]))
             bound = (self._red[reps][:, tr.cls[kids]] != 0).astype(np.int64) @ tr.sub_count[kids]
             broad = bound > len(self._tb) // NARROW_FRACTION
-            try:
-                self._eager(reps[~broad])  # pruned walk: cheap for narrow states
-            except _BudgetExceeded:
-                self._sparse.clear()
+            pruned = reps
             if broad.any() and int(broad.sum()) * tr.n_nodes <= DENSE_BUDGET:
                 self._eager_dense(reps[broad])  # unpruned walk; broad states stored by complement
+                pruned = reps[~broad]
+            with contextlib.suppress(_BudgetExceeded):
+                self._eager(pruned)  # pruned walk: cheap for narrow states
 
     # -- public -------------------------------------------------------------------------------
 
@@ -309,8 +316,13 @@ class DfaTokenIndex:
         return np.concatenate(out_s), np.concatenate(out_c)
 
     def _eager(self, states: I64) -> None:
-        """Index narrow ``states`` with one pruned walk, storing their legal tokens sparsely."""
+        """Index ``states`` with one pruned walk, storing their legal tokens sparsely (all or none,
+        raising ``_BudgetExceeded`` when the walk or the storage would be too large)."""
+        if states.size == 0:
+            return
         ps, pc = self._walk(states)
+        if int(self._trie.tok_count[pc].sum()) > 8 * SPARSE_BUDGET:
+            raise _BudgetExceeded
         self._sparse_words(states, ps, pc, np.ones(states.size, dtype=np.bool_), self._sparse)
 
     def _eager_dense(self, states: I64) -> None:
@@ -321,15 +333,17 @@ class DfaTokenIndex:
         copy plus a scatter.
         """
         tr, red = self._trie, self._red
+        chunk = max(1, min(DENSE_BUDGET // 8 // max(tr.n_nodes, 1), (1 << 23) // max(self._n_words * 32, 1)))
+        lv = tr.level_lo
         term = np.flatnonzero(tr.tok_count > 0)
         weights = tr.tok_count[term]
         total = int(weights.sum())
-        chunk = max(1, DENSE_BUDGET // 8 // max(tr.n_nodes, 1))
-        lv = tr.level_lo
         kept = 0
         for a in range(0, states.size, chunk):
+            if kept > SPARSE_BUDGET:
+                return  # the remaining states stay lazy
             sts = states[a : a + chunk]
-            st = np.zeros((sts.size, tr.n_nodes), dtype=np.int64)
+            st = np.zeros((sts.size, tr.n_nodes + 1), dtype=np.int64)  # last column: the sentinel
             st[:, 0] = sts
             for d in range(1, lv.size - 1):
                 lo, hi = int(lv[d]), int(lv[d + 1])
@@ -337,15 +351,41 @@ class DfaTokenIndex:
             alive = st[:, term] != 0
             n_legal = alive.astype(np.int64) @ weights
             negative = n_legal * 2 > total
-            if kept > SPARSE_BUDGET:
-                return  # the remaining states stay lazy
-            pos_s, pos_c = np.nonzero(alive & ~negative[:, None])
-            kept += self._sparse_words(sts, pos_s, term[pos_c], ~negative, self._sparse)
-            if negative.any():
+            expand = int(np.where(negative, total - n_legal, n_legal).sum())
+            if expand * 16 < sts.size * self._n_words * 32:  # few tokens to list: scatter them
                 if self._base is None:
-                    self._base = self._pack(term)
+                    self._base = self._pack(np.arange(tr.n_nodes, dtype=np.int64))
+                pos_s, pos_c = np.nonzero(alive & ~negative[:, None])
+                kept += self._sparse_words(sts, pos_s, term[pos_c], ~negative, self._sparse)
                 neg_s, neg_c = np.nonzero(~alive & negative[:, None])
                 kept += self._sparse_words(sts, neg_s, term[neg_c], negative, self._negative)
+            else:  # many tokens per state: pack whole rows
+                legal = np.zeros((sts.size, self._n_words * 32), dtype=np.bool_)
+                legal[:, : tr.tok_node.size] = st[:, tr.tok_node] != 0
+                words = np.packbits(legal, axis=1, bitorder="little").view("<u4").astype(np.uint32)
+                kept += self._store_rows(sts, words)
+
+    def _store_rows(self, states: I64, words: Words) -> int:
+        """Keep each row of mask words sparsely: its nonzero words, or (when the state allows
+        more than half of all tokens) the nonzero words of its complement within the base."""
+        if self._base is None:
+            all_nodes = np.arange(self._trie.n_nodes, dtype=np.int64)
+            self._base = self._pack(all_nodes)
+        base = self._base
+        kept = 0
+        half = self._base_count // 2
+        counts = _popcount_rows(words)
+        for i, s in enumerate(states.tolist()):
+            row = words[i]
+            if counts[i] > half:
+                neg = base & ~row
+                nz = np.flatnonzero(neg)
+                self._negative[s] = (nz, neg[nz])
+            else:
+                nz = np.flatnonzero(row)
+                self._sparse[s] = (nz, row[nz])
+            kept += nz.size
+        return kept
 
     def _sparse_words(
         self,
