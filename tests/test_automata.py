@@ -286,3 +286,12 @@ def test_many_literal_alternatives_inside_a_pattern() -> None:
         samples += ["".join(rng.choice("abé.xyq") for _ in range(rng.randint(0, 8))) for _ in range(500)]
         samples += [*words, "qq", "ab" + words[0]]
         assert_same_language(dfa, rx, samples)
+
+
+def test_no_cased_code_points_above_the_scanned_range() -> None:
+    import _sre
+
+    from grammarmask.automata.charsets import CASED_LIMIT
+
+    assert not any(_sre.unicode_iscased(c) for c in range(CASED_LIMIT, 0x110000))
+    assert not any(chr(c).upper() != chr(c) or chr(c).lower() != chr(c) for c in range(CASED_LIMIT, 0x110000))

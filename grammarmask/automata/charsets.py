@@ -20,6 +20,7 @@ from .utf8 import MAX_CODEPOINT
 __all__ = ["RangeSet", "all_chars", "category_set", "complement", "ignorecase_set", "normalize"]
 
 RangeSet = tuple[tuple[int, int], ...]
+CASED_LIMIT = 0x20000
 
 
 @functools.cache
@@ -68,7 +69,7 @@ def category_set(escape: str, ascii_only: bool) -> RangeSet:
 def _case_related() -> tuple[str, frozenset[int]]:
     """Code points whose case-insensitive matching may differ from exact matching."""
     rel: set[int] = set()
-    for c in range(MAX_CODEPOINT + 1):
+    for c in range(CASED_LIMIT):  # no code point at or above CASED_LIMIT is cased (tested)
         if _sre.unicode_iscased(c):
             rel.add(c)
             rel.add(_sre.unicode_tolower(c))
