@@ -239,27 +239,46 @@ def _cls(c: str) -> str:
 
 # --- translation --------------------------------------------------------------------------------
 
-def _regex_of(node: Any) -> str | None:
-    """The node as a regular pattern, or None if it references a rule."""
+def _regex_of(node: Any, inline: dict[str, str] | None = None) -> str | None:
+    """The node as a regular pattern, or None if it references a rule that is not in ``inline``."""
     if isinstance(node, _Lit):
         return node.regex
     if isinstance(node, _Ref):
-        return None
+        return None if inline is None else inline.get(node.name)
     if isinstance(node, _Alt):
         seqs = []
         for seq in node.alts:
-            parts = [_regex_of(n) for n in seq]
+            parts = [_regex_of(n, inline) for n in seq]
             if any(p is None for p in parts):
                 return None
             seqs.append("".join(f"(?:{p})" for p in parts if p))
         return "(?:" + "|".join(seqs) + ")"
     if isinstance(node, _Rep):
-        inner = _regex_of(node.node)
+        inner = _regex_of(node.node, inline)
         if inner is None:
             return None
         hi = "" if node.hi is None else str(node.hi)
         return f"(?:{inner}){{{node.lo},{hi}}}"
     raise TypeError(node)
+
+
+_INLINE_MAX = 400  # regular rules up to this pattern length are inlined where they are used
+
+
+def _inlinable(rules: dict[str, _Alt]) -> dict[str, str]:
+    """Rules whose body is regular once smaller such rules are substituted: name -> pattern."""
+    out: dict[str, str] = {}
+    changed = True
+    while changed:
+        changed = False
+        for name, body in rules.items():
+            if name in out:
+                continue
+            rx = _regex_of(body, out)
+            if rx is not None and len(rx) <= _INLINE_MAX:
+                out[name] = rx
+                changed = True
+    return out
 
 
 class _Builder:
@@ -273,6 +292,7 @@ class _Builder:
         self.terminals: list[Any] = []
         self.term_ids: dict[str, int | None] = {}
         self.fresh = 0
+        self.inline = _inlinable(parser.rules)
 
     def nt(self, name: str) -> int:
         return self.nts.setdefault(name, len(self.nts))
@@ -321,7 +341,7 @@ class _Builder:
                     rhs.append(sym)
 
         for node in seq:
-            rx = _regex_of(node)
+            rx = _regex_of(node, self.inline)
             if rx is not None:
                 if rx:
                     run.append(rx)
@@ -333,7 +353,7 @@ class _Builder:
 
     def body(self, lhs: int, alt: _Alt) -> None:
         """Add the alternatives of ``alt`` for ``lhs`` (one terminal when the whole body is regular)."""
-        rx = _regex_of(alt)
+        rx = _regex_of(alt, self.inline)
         if rx is not None and len(alt.alts) > 1:
             sym = self.regular(rx)
             self.add(lhs, [] if sym is None else [sym])

@@ -37,6 +37,7 @@ Words = npt.NDArray[np.uint32]
 _ROOT_LIMIT = 4096
 _MASK_LIMIT = 2048
 _PARTS_LIMIT = 65536
+_COLLAPSE = 3  # a walk result with more distinct parts than this is stored as their union
 
 
 class _Lru(OrderedDict[Any, Any]):
@@ -217,6 +218,15 @@ class CompiledCfg(CompiledGrammar):
                 if first[q2] & bits:
                     for w in self._walk(e2, self._entry(fr, q2)):
                         parts[id(w)] = w
-        out = tuple(parts.values())
+        parts.pop(id(self.walker.empty), None)
+        if len(parts) > _COLLAPSE:
+            it = iter(parts.values())
+            words = next(it) | next(it)
+            for w in it:
+                np.bitwise_or(words, w, out=words)
+            words.setflags(write=False)
+            out: tuple[Words, ...] = (words,)
+        else:
+            out = tuple(parts.values())
         self._parts.put(key, out)
         return out
