@@ -74,7 +74,7 @@ def assert_same_language(dfa: DFA, rx: re.Pattern[str], samples: list[str]) -> N
         assert dfa.matches(s.encode()) == (rx.fullmatch(s) is not None), (rx.pattern, rx.flags, s)
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(patterns(anchors=True), st.lists(texts(), min_size=20, max_size=40), st.data())
 def test_dfa_membership_equals_re_fullmatch(p: Pattern, samples: list[str], data: st.DataObject) -> None:
     rx = re.compile(p.re_text, p.flags)

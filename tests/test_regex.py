@@ -55,7 +55,7 @@ def check_walk(compiled: gm.CompiledGrammar, oracle: Oracle, rng: random.Random,
     return out
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(patterns(), st.integers(0, 2**32))
 def test_mask_is_exact_on_toy_vocab(toy: gm.Vocabulary, p: Pattern, seed: int) -> None:
     oracle = Oracle(p)

@@ -228,7 +228,7 @@ def test_explicit_classes_agree_with_re() -> None:
         for flags in (0, re.IGNORECASE, re.ASCII, re.DOTALL):
             ex = regex.compile(explicit(atom, flags))
             rx = re.compile(atom, flags)
-            for c in [*range(0, 0x3000), *range(0x1F000, 0x1F700), 0x212A, 0x17F, 0x10FFFF]:
+            for c in [*range(0, 0x600), *range(0x1E00, 0x2200), *range(0x1F600, 0x1F610), 0x10FFFF]:
                 ch = chr(c)
                 assert bool(ex.fullmatch(ch)) == bool(rx.fullmatch(ch)), (atom, flags, hex(c))
 
