@@ -69,7 +69,7 @@ def regex_to_dfa(pattern: str, flags: int = 0, *, max_states: int = DEFAULT_MAX_
     return _cached(pattern, flags, max_states)
 
 
-@functools.lru_cache(maxsize=128)
+@functools.lru_cache(maxsize=32)  # DFAs are immutable; bounded memory
 def _cached(pattern: str, flags: int, max_states: int) -> DFA:
     plain = _plain_alternation(pattern, flags)
     if plain is not None:  # fastest path: "(?:lit|lit|...)" without any syntax to parse
