@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any
@@ -24,7 +25,7 @@ from .jsonschema.keywords import canonical
 __all__ = ["JsonSchema", "SchemaWarning"]
 
 _WHITESPACE = ("flexible", "compact")
-_TEXT_CACHE: OrderedDict[str, str] = OrderedDict()
+_TEXT_CACHE: OrderedDict[str, tuple[str, tuple[str, ...]]] = OrderedDict()
 _TEXT_LOCK = threading.Lock()
 _TEXT_CACHE_LIMIT = 256
 
@@ -121,15 +122,18 @@ class JsonSchema(Grammar):
                     _TEXT_CACHE.move_to_end(self._key)
             if hit is None:
                 opts = self.options
-                hit = Compiler(
+                compiler = Compiler(
                     self.schema, whitespace=str(opts["whitespace"]), max_ws=int(opts["max_ws"]),  # type: ignore[call-overload]
                     indent=opts["indent"], strict=bool(opts["strict"]),  # type: ignore[arg-type]
-                ).to_lark()
+                )
+                hit = (compiler.to_lark(), tuple(compiler.warnings))
                 with _TEXT_LOCK:
                     _TEXT_CACHE[self._key] = hit
                     while len(_TEXT_CACHE) > _TEXT_CACHE_LIMIT:
                         _TEXT_CACHE.popitem(last=False)
-            self._text = hit
+            for msg in hit[1]:
+                warnings.warn(msg, SchemaWarning, stacklevel=2)
+            self._text = hit[0]
         return self._text
 
     def _compile(self, vocab: Vocabulary) -> CompiledGrammar:

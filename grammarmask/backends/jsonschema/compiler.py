@@ -13,7 +13,6 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import warnings
 from typing import Any
 
 import jsonschema
@@ -78,6 +77,12 @@ class Compiler:
         self.strict = strict
         self.draft = _draft(root)
         self.validator_cls = validator_for(root, default=jsonschema.Draft202012Validator)
+        meta = self.validator_cls.META_SCHEMA
+        meta_cls = validator_for(meta, default=self.validator_cls)
+        err = jsonschema.exceptions.best_match(meta_cls(meta).iter_errors(root))  # no format checks
+        if err is not None:
+            where = "/" + "/".join(str(p) for p in err.path)
+            raise GrammarError(f"not a valid JSON Schema at {where}: {err.message}")
         spec = referencing.jsonschema.specification_with(
             self.validator_cls.META_SCHEMA.get("$schema", ""), default=referencing.jsonschema.DRAFT202012
         )
@@ -91,6 +96,7 @@ class Compiler:
         self.keep: list[Any] = []
         self.inline: list[str] = []
         self.reasons: list[str] = []
+        self.warnings: list[str] = []
         self.ws = "" if whitespace == "compact" else "_W?"
         if whitespace == "compact":
             self.ws_def = ""
@@ -118,7 +124,7 @@ class Compiler:
         if self.strict:
             raise refuse(keyword, pointer, why)
         msg = f"{why} (keyword {keyword!r} at {pointer or '/'}); not enforced"
-        warnings.warn(msg, SchemaWarning, stacklevel=4)
+        self.warnings.append(msg)
 
     def empty(self, pointer: str, why: str) -> None:
         self.reasons.append(f"{why} at {pointer or '/'}")

@@ -200,29 +200,32 @@ class ObjectBuilder:
             members.append((c.rule(f'{w} {k_term} {w} ":" {w} {val} {w}', "m"), req))
         extra = self.extras(pats, addl, pnames, declared + forbidden, ptr, resolver)
         n = len(members)
-        cap = hi if hi is not None else max(lo, 1)
+        # d counts declared members, e further members. json.loads keeps one of duplicate keys, and
+        # further keys may repeat, so only one further member counts towards minProperties.
+        dcap = hi if hi is not None else max(lo, 1)
+        ecap = hi if hi is not None else 1
 
         def trans(st: State) -> list[tuple[str, State]]:
-            i, k = st  # type: ignore[misc]
+            i, d, e = st  # type: ignore[misc]
             out = []
-            sep = '"," ' if k > 0 else ""
-            room = hi is None or k < hi
+            sep = '"," ' if d + e > 0 else ""
+            room = hi is None or d + e < hi
             if i < n:
                 m, req = members[i]
                 if room:
-                    out.append((sep + m, (i + 1, min(k + 1, cap))))
+                    out.append((sep + m, (i + 1, min(d + 1, dcap), e)))
                 if not req:
-                    out.append(("", (i + 1, k)))
+                    out.append(("", (i + 1, d, e)))
             elif extra is not None and room:
-                out.append((sep + extra, (n, min(k + 1, cap))))
+                out.append((sep + extra, (n, d, min(e + 1, ecap))))
             return out
 
         def accept(st: State) -> bool:
-            i, k = st  # type: ignore[misc]
-            return bool(i == n and k >= lo and k > 0)
+            i, d, e = st  # type: ignore[misc]
+            return bool(i == n and d + min(e, 1) >= lo and d + e > 0)
 
         try:
-            body = self.machine((0, 0), trans, accept, "o")
+            body = self.machine((0, 0, 0), trans, accept, "o")
         except OverflowError:
             c.unsupported("maxProperties", ptr, "too many counting states for this object")
             return None

@@ -318,6 +318,8 @@ def pattern_regex(
     except (re.error, OverflowError, RecursionError) as e:
         raise UnsupportedSchemaError(f"pattern {pattern!r} is not a Python regex: {e}", keyword="pattern",
                                      pointer=pointer) from None
+    if parsed.state.flags & (re.IGNORECASE | re.MULTILINE | re.DOTALL | re.ASCII | re.LOCALE):
+        raise UnsupportedSchemaError(f"pattern {pattern!r} sets regex flags", keyword="pattern", pointer=pointer)
     try:
         alts = []
         widths = []

@@ -1,0 +1,297 @@
+"""JsonSchema: exact number ranges, patterns, formats, keywords and errors, checked against ``re``,
+``json``, ``jsonschema`` and ``lark`` (never against grammarmask itself)."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import warnings
+from typing import Any
+
+import jsonschema
+import lark
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from grammarmask.backends.json_schema import JsonSchema, SchemaWarning
+from grammarmask.backends.jsonschema.formats import FORMATS
+from grammarmask.backends.jsonschema.numbers import number_regex
+from grammarmask.backends.jsonschema.strings import pattern_regex
+from grammarmask.errors import GrammarError, UnsupportedSchemaError
+
+from .test_json_schema_support import GrammarSampler, parses, validator
+
+# ---- numbers --------------------------------------------------------------------------------------
+
+BOUNDS = [None, 0, 1, -1, 1.5, -1.5, 0.25, -0.125, 10, 12.5, 99.99, 100, -100, 0.1, 1234, -7.75, 3, 1e-3,
+          2**53 + 1, 0.30000000000000004]
+
+
+def number_text() -> st.SearchStrategy[str]:
+    ip = st.one_of(st.sampled_from(["0", "1", "3", "9", "10", "12", "99", "100", "1234", "9007199254740993"]),
+                   st.integers(0, 5000).map(str))
+    frac = st.one_of(st.just(""), st.text("0123456789", min_size=1, max_size=5).map(lambda d: "." + d))
+    exp = st.one_of(st.just(""), st.integers(-3, 3).map(lambda e: f"e{e}"))
+    return st.tuples(st.sampled_from(["", "-"]), ip, frac, exp).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(lo=st.sampled_from(BOUNDS), hi=st.sampled_from(BOUNDS), lo_x=st.booleans(), hi_x=st.booleans(),
+       integer=st.booleans(), texts=st.lists(number_text(), min_size=10, max_size=30))
+def test_number_ranges_are_exact(lo: Any, hi: Any, lo_x: bool, hi_x: bool, integer: bool, texts: list[str]) -> None:
+    schema: dict[str, Any] = {"type": "integer" if integer else "number"}
+    if lo is not None:
+        schema["exclusiveMinimum" if lo_x else "minimum"] = lo
+    if hi is not None:
+        schema["exclusiveMaximum" if hi_x else "maximum"] = hi
+    v = jsonschema.Draft202012Validator(schema)
+    r = number_regex(lo, lo_x, hi, hi_x, integer=integer)
+    for t in texts:
+        m = re.match(r, t) if r else None
+        accepted = m is not None and m.end() == len(t)
+        valid = v.is_valid(json.loads(t))
+        if accepted:
+            assert valid, (schema, t)  # sound
+        if valid and "e" not in t and len(t.replace("-", "").replace(".", "")) <= 15:
+            # complete for plain decimals of <= 15 digits, and greedy: re.match takes all of it
+            assert accepted, (schema, t, r)
+
+
+def test_number_range_large_and_empty() -> None:
+    r = number_regex(10**30, False, 10**30 + 5, True, integer=True)
+    assert r is not None
+    assert re.fullmatch(r, str(10**30 + 4)) and not re.fullmatch(r, str(10**30 + 5))
+    assert number_regex(5, False, 3, False, integer=False) is None
+    assert number_regex(2.1, False, 2.9, False, integer=True) is None
+
+
+# ---- strings ----------------------------------------------------------------------------------------
+
+PATTERNS = [r"^a+b?$", r"\d{2,3}", r"^[^a-c]*$", r"x|^y", r"^\w+@\w+\.com$", r"[\"\\/]", r"^.{2}$",
+            r"(ab|cd)*e$", r"^\S+$", r"^[a-z]{1,4}(-[a-z]{1,4})*$", "é", r"^\s*$"]
+CHARS = "abcdexy0129é中\"\\/\n\t -_.@\u0663\u00a0"
+
+
+@settings(max_examples=300, deadline=None)
+@given(p=st.sampled_from(PATTERNS), s=st.text(CHARS, max_size=8))
+def test_pattern_is_search_over_the_json_encoding(p: str, s: str) -> None:
+    r, _ = pattern_regex(p, "/pattern")
+    enc = json.dumps(s, ensure_ascii=False)[1:-1]
+    if re.fullmatch(r, enc):
+        assert re.search(p, s), (p, s)  # sound against jsonschema's re.search
+    if re.search(p, s) and re.fullmatch(r"[ -~é中]*", s) and not re.search(r"[\d\s]", s.replace(" ", "")):
+        assert re.fullmatch(r, enc), (p, s, r)  # complete on ASCII/plain text
+
+
+@pytest.mark.parametrize("p", [r"(a)\1", r"(?=a)b", r"(?<!x)y", r"\p{L}", r"(?i)abc"])
+def test_non_regular_patterns_are_refused(p: str) -> None:
+    with pytest.raises(UnsupportedSchemaError) as e:
+        JsonSchema({"type": "string", "pattern": p}).to_lark()
+    assert e.value.keyword == "pattern" and e.value.pointer == ""
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_formats_are_sound(name: str) -> None:
+    schema = {"type": "string", "format": name}
+    parser = lark.Lark(JsonSchema(schema).to_lark())
+    v = validator(schema)
+    s = GrammarSampler(parser, seed=7)
+    for _ in range(150):
+        text = s.sample()
+        assert text is not None
+        assert v.is_valid(json.loads(text)), text
+
+
+@pytest.mark.parametrize(("name", "good", "bad"), [
+    ("date", "2024-02-29", "2023-02-29"), ("date-time", "2024-01-01T10:00:00.5Z", "2024-01-01 10:00:00"),
+    ("time", "23:59:59+01:00", "24:00:00Z"), ("ipv4", "192.168.0.1", "192.168.0.01"),
+    ("ipv6", "::ffff:1.2.3.4", "1::2::3"), ("uuid", "123e4567-e89b-12d3-a456-426614174000", "123e4567"),
+    ("email", "a.b@example.com", "a@@b"), ("duration", "P1Y2M3DT4H", "PT"), ("uri", "https://x.org/a?b#c", "x"),
+    ("hostname", "a-b.example.com", "-a.com"),
+])  # fmt: skip
+def test_format_examples(name: str, good: str, bad: str) -> None:
+    parser = lark.Lark(JsonSchema({"type": "string", "format": name}).to_lark())
+    assert parses(parser, json.dumps(good))
+    assert not parses(parser, json.dumps(bad))
+
+
+def test_string_lengths_count_characters_not_escapes() -> None:
+    parser = lark.Lark(JsonSchema({"type": "string", "minLength": 2, "maxLength": 2}).to_lark())
+    for s, ok in [("ab", True), ('"\\', True), ("é😀", True), ("a", False), ("abc", False)]:
+        assert parses(parser, json.dumps(s)) == ok
+        assert parses(parser, json.dumps(s, ensure_ascii=False)) == ok
+    assert parses(parser, '"\\ud83d\\ude00a"')  # a surrogate pair is one character
+
+
+# ---- structure ----------------------------------------------------------------------------------------
+
+CASES: list[tuple[dict[str, Any], list[Any], list[Any]]] = [
+    ({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}, "required": ["b"],
+      "additionalProperties": False}, [{"b": "x"}, {"a": 1, "b": ""}], [{}, {"a": 1}, {"b": "x", "c": 1}]),
+    ({"type": "object", "properties": {"a": {"type": "null"}, "b": {"type": "null"}}, "minProperties": 2,
+      "maxProperties": 3, "additionalProperties": {"type": "null"}},
+     [{"a": None, "x": None}, {"a": None, "b": None, "c": None}], [{"x": None}, {"a": None, "b": 1}]),
+    ({"type": "array", "prefixItems": [{"type": "string"}], "items": {"type": "number"}, "minItems": 2,
+      "maxItems": 3}, [["a", 1], ["a", 1, 2.5]], [["a"], [1, 1], ["a", 1, 2, 3]]),
+    ({"type": "array", "contains": {"const": 7}, "minContains": 2}, [[7, 1, 7], [7, 7]], [[7], [1, 2]]),
+    ({"anyOf": [{"type": "string"}, {"type": "integer", "minimum": 10}], "not": {"enum": ["x", None]}},
+     ["a", 10, "", "xx"], ["x", 9, None]),
+    ({"oneOf": [{"type": "object", "properties": {"k": {"const": "a"}, "v": {"type": "integer"}},
+                 "required": ["k", "v"]},
+                {"type": "object", "properties": {"k": {"const": "b"}, "v": {"type": "string"}},
+                 "required": ["k", "v"]}]}, [{"k": "a", "v": 1}, {"k": "b", "v": "s"}], [{"k": "a", "v": "s"}]),
+    ({"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
+                                                            "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+                         "required": ["v"], "additionalProperties": False}}, "$ref": "#/$defs/node"},
+     [{"v": 1, "kids": [{"v": 2, "kids": []}, {"v": 3}]}], [{"v": 1, "kids": [{}]}]),
+    ({"allOf": [{"type": "object", "properties": {"a": {"type": "integer", "minimum": 0}}},
+                {"properties": {"a": {"maximum": 5}}, "required": ["a"]}]}, [{"a": 5}, {"a": 0, "z": 1}],
+     [{"a": 6}, {}]),
+    ({"type": "object", "patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": False,
+      "properties": {"id": {"type": "string"}}}, [{"id": "a", "x-1": 2}, {}], [{"y": 1}, {"x-a": "s"}]),
+    ({"type": "object", "propertyNames": {"pattern": "^[a-z]+$", "maxLength": 3}},
+     [{"abc": 1}, {}], [{"abcd": 1}, {"A": 1}]),
+    ({"enum": [[1, {"a": None}], "x", 2.5, None]}, [[1, {"a": None}], "x", 2.5, None], [[1], "y", 2]),
+    ({"$schema": "http://json-schema.org/draft-07/schema#", "type": "array", "items": [{"type": "integer"}],
+      "additionalItems": False}, [[1], []], [[1, 2], ["a"]]),
+    ({"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer", "minimum": 1,
+      "exclusiveMinimum": True}, [2], [1, 2.0]),
+    ({"type": ["integer", "null"], "multipleOf": 5}, [None, 0, -15, 100], [3, 7.5]),
+    ({"type": "string", "pattern": "^[0-9a-f]+$", "minLength": 2, "maxLength": 4}, ["ab", "0f0f"], ["a", "abcde"]),
+]
+
+
+@pytest.mark.parametrize(("schema", "valid", "invalid"), CASES)
+@pytest.mark.parametrize("whitespace", ["flexible", "compact"])
+def test_keywords_accept_exactly(schema: dict[str, Any], valid: list[Any], invalid: list[Any],
+                                 whitespace: str) -> None:
+    v = validator(schema)
+    parser = lark.Lark(JsonSchema(schema, whitespace=whitespace).to_lark())
+    for doc in valid:
+        assert v.is_valid(doc)
+        assert parses(parser, json.dumps(doc, separators=(",", ":")))
+        assert parses(parser, json.dumps(doc, indent=2)) == (whitespace == "flexible" or "\n" not in json.dumps(doc, indent=2))
+    for doc in invalid:
+        assert not v.is_valid(doc)
+        for t in (json.dumps(doc, separators=(",", ":")), json.dumps(doc, indent=2)):
+            assert not parses(parser, t)
+    sampler = GrammarSampler(parser, seed=1)
+    for _ in range(60):
+        text = sampler.sample()
+        assert text is not None and v.is_valid(json.loads(text)), text
+
+
+def test_whitespace_is_bounded_and_indent_policy() -> None:
+    schema = {"type": "array", "items": {"type": "integer"}}
+    flex = lark.Lark(JsonSchema(schema, max_ws=4).to_lark())
+    assert parses(flex, "[ 1 ,\n    2 ]")
+    assert not parses(flex, "[1,\n\n2]") and not parses(flex, "[1,     2]")
+    ind = lark.Lark(JsonSchema(schema, indent=2).to_lark())
+    assert parses(ind, json.dumps([1, 2], indent=2)) and parses(ind, "[1, 2]")
+    assert not parses(ind, "[1,\n   2]") and not parses(ind, "[1,\t2]")
+    compact = lark.Lark(JsonSchema(schema, whitespace="compact").to_lark())
+    assert parses(compact, "[1,2]") and not parses(compact, "[1, 2]")
+
+
+# ---- API, errors, caching -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("schema", "fragment"), [
+    ("{not json", "not valid JSON"),
+    ('{"type": "object",}', "line 1"),
+    ([1, 2], "must be an object or a boolean"),
+    ({"properties": {"a": 5}, "required": ["a"]}, "not a valid JSON Schema at /properties/a"),
+    ({"$ref": "#/$defs/missing"}, "cannot be resolved"),
+    ({"type": "integer", "minimum": 5, "maximum": 3}, "no number in the range"),
+    ({"enum": []}, "no enum/const value"),
+    ({"type": "object", "properties": {"a": {"enum": []}}, "required": ["a"]}, "no enum/const value satisfies the schema at /properties/a"),
+    ({"type": "strin"}, "not a valid JSON Schema at /type"),
+    ({"type": "string", "minLength": -1}, "not a valid JSON Schema at /minLength"),
+    (False, "admits no value"),
+])  # fmt: skip
+def test_bad_input_errors(schema: Any, fragment: str) -> None:
+    with pytest.raises(GrammarError) as e:
+        JsonSchema(schema).to_lark()
+    assert fragment in str(e.value)
+
+
+@pytest.mark.parametrize(("schema", "keyword", "pointer"), [
+    ({"properties": {"a": {"if": {"type": "string"}}}}, "if", "/properties/a"),
+    ({"type": "array", "uniqueItems": True}, "uniqueItems", ""),
+    ({"type": "number", "multipleOf": 0.1}, "multipleOf", ""),
+    ({"oneOf": [{"type": "integer"}, {"minimum": 2}]}, "oneOf", ""),
+    ({"type": "string", "format": "iri-reference"}, "format", ""),
+    ({"items": {"$dynamicRef": "#x"}}, "$dynamicRef", "/items"),
+])  # fmt: skip
+def test_unsupported_keywords_name_keyword_and_pointer(schema: Any, keyword: str, pointer: str) -> None:
+    with pytest.raises(UnsupportedSchemaError) as e:
+        JsonSchema(schema).to_lark()
+    assert (e.value.keyword, e.value.pointer) == (keyword, pointer)
+    with pytest.warns(SchemaWarning, match=re.escape(keyword)):
+        text = JsonSchema(schema, strict=False).to_lark()
+    assert text.startswith("start:")
+
+
+def test_options_are_validated() -> None:
+    for kw in ({"whitespace": "pretty"}, {"max_ws": 0}, {"indent": 0}):
+        with pytest.raises(GrammarError):
+            JsonSchema({}, **kw)  # type: ignore[arg-type]
+
+
+def test_grammar_text_is_cached_by_content() -> None:
+    a = JsonSchema({"type": "object", "properties": {"x": {"type": "integer"}}})
+    b = JsonSchema('{"properties": {"x": {"type": "integer"}}, "type": "object"}')
+    assert a.cache_key() == b.cache_key()
+    assert a.to_lark() is b.to_lark()
+    assert JsonSchema({"type": "object"}, whitespace="compact").cache_key() != JsonSchema({"type": "object"}).cache_key()
+
+
+def test_from_pydantic() -> None:
+    pydantic = pytest.importorskip("pydantic")
+
+    class Item(pydantic.BaseModel):  # type: ignore[name-defined,misc]
+        name: str
+        qty: int = pydantic.Field(ge=1, le=99)
+        tags: list[str] = []
+        parent: Item | None = None
+
+    g = JsonSchema.from_pydantic(Item)
+    parser = lark.Lark(g.to_lark())
+    good = {"name": "x", "qty": 3, "tags": ["a"], "parent": {"name": "y", "qty": 1, "tags": [], "parent": None}}
+    assert parses(parser, json.dumps(good))
+    assert not parses(parser, json.dumps({"name": "x", "qty": 0}))
+    Item.model_validate_json(json.dumps(good))
+    sampler = GrammarSampler(parser, seed=2)
+    for _ in range(40):
+        text = sampler.sample()
+        assert text is not None
+        Item.model_validate_json(text)  # pydantic agrees with every sampled document
+    with pytest.raises(GrammarError):
+        JsonSchema.from_pydantic(int)
+
+
+def test_warnings_are_user_warnings() -> None:
+    assert issubclass(SchemaWarning, UserWarning)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        JsonSchema({"type": "array", "uniqueItems": True}, strict=False).to_lark()
+    assert any("uniqueItems" in str(w.message) and "/" in str(w.message) for w in rec)
+
+
+def test_random_schemas_round_trip() -> None:
+    rng = random.Random(5)
+    for _ in range(30):
+        lo = rng.randint(-50, 50)
+        schema = {"type": "object", "properties": {
+            "n": {"type": "integer", "minimum": lo, "maximum": lo + rng.randint(0, 300)},
+            "s": {"type": "string", "maxLength": rng.randint(0, 5)},
+            "e": {"enum": ["a", 1, None]},
+        }, "required": rng.sample(["n", "s", "e"], rng.randint(0, 3)), "additionalProperties": rng.random() < 0.5}
+        v = validator(schema)
+        parser = lark.Lark(JsonSchema(schema).to_lark())
+        sampler = GrammarSampler(parser, seed=rng.randint(0, 10**6))
+        for _ in range(10):
+            text = sampler.sample()
+            assert text is not None and v.is_valid(json.loads(text)), (schema, text)
