@@ -37,7 +37,9 @@ Words = npt.NDArray[np.uint32]
 _ROOT_LIMIT = 4096
 _MASK_LIMIT = 2048
 _PARTS_LIMIT = 65536
-_COLLAPSE = 3  # a walk result with more distinct parts than this is stored as their union
+_COLLAPSE = 3
+_NEED_MAX = 8  # deeper parser look-ups are memoised by the full signature
+_DEEP = 1 << 20  # a walk result with more distinct parts than this is stored as their union
 
 
 class _Lru(OrderedDict[Any, Any]):
@@ -72,6 +74,7 @@ class CompiledCfg(CompiledGrammar):
         self._roots = _Lru(_ROOT_LIMIT)
         self._masks = _Lru(_MASK_LIMIT)
         self._parts = _Lru(_PARTS_LIMIT)
+        self._needs: dict[int, list[int]] = {}
         self._root_nodes = np.zeros(1, dtype=np.int64)
         e0 = self.earley.initial()
         c0 = self._fresh(e0, ())
@@ -159,7 +162,7 @@ class CompiledCfg(CompiledGrammar):
             fr = self._root(shadows)
             for q in pend:
                 if first[q] & fr.bits:
-                    for w in self._walk(e, self._entry(fr, q)):
+                    for w in self._walk(e, self._entry(fr, q))[0]:
                         parts[id(w)] = w
         empty = self.walker.empty
         parts.pop(id(empty), None)
@@ -191,24 +194,43 @@ class CompiledCfg(CompiledGrammar):
             ent = fr.entries[q] = self.walker.entry(q, fr)
         return ent
 
-    def _walk(self, e: EarleySet, ent: Entry) -> tuple[Words, ...]:
-        """Mask words whose union is the legal set below ``ent`` for parser state ``e``.
+    def _walk(self, e: EarleySet, ent: Entry) -> tuple[tuple[Words, ...], int]:
+        """Mask words whose union is the legal set below ``ent`` for parser state ``e``, and how deep
+        (in origin hops from ``e``) the parser looked to decide it.
 
-        Memoised per (structural signature of ``e``, entry); the words themselves are shared.
+        Memoised per (shallow structural signature of ``e`` down to that depth, entry): any parser state
+        that looks the same that far down gets the same answer. The words themselves are shared.
         """
         if not ent.groups:
-            return (ent.inside,)
-        key = (e.sig, ent.serial)
-        hit = self._parts.get_(key)
-        if hit is not None:
-            return hit  # type: ignore[no-any-return]
+            return (ent.inside,), 0
+        needs = self._needs.get(ent.serial)
+        if needs:
+            for need in needs:
+                key = (e.sig if need < 0 else e.shallow_sig(need + 1), need, ent.serial)
+                hit = self._parts.get_(key)
+                if hit is not None:
+                    return hit, (_DEEP if need < 0 else need)
+        lex = self.lex
         parts = {id(ent.inside): ent.inside}
-        first = self.lex.first_bits
+        first = lex.first_bits
+        need = 0
         for g in ent.groups:
-            c = self._close(e, g.q, g.shadows)
+            t = lex.term_list[g.q]
+            if lex.is_ignore[t]:
+                e2 = e
+            else:
+                nxt = e.advance(t)
+                if nxt is None:
+                    continue
+                e2 = nxt
+                need = max(need, e2.reach)
+            shadows = g.shadows
+            if lex.greedy[t] and lex.reaccept[g.q]:
+                shadows = tuple(sorted({*shadows, g.q}))
+            c = self._fresh(e2, shadows)
             if c is None:
                 continue
-            e2, pend2, sh2, _ = c
+            _, pend2, sh2, _ = c
             parts[id(g.at_words)] = g.at_words
             fr = g.frontier
             if fr is None:
@@ -216,8 +238,13 @@ class CompiledCfg(CompiledGrammar):
             bits = fr.bits
             for q2 in pend2:
                 if first[q2] & bits:
-                    for w in self._walk(e2, self._entry(fr, q2)):
+                    sub, sub_need = self._walk(e2, self._entry(fr, q2))
+                    for w in sub:
                         parts[id(w)] = w
+                    if e2 is e:
+                        need = max(need, sub_need)
+                    elif sub_need >= 1:
+                        need = max(need, sub_need - 1 + e2.odepth)
         parts.pop(id(self.walker.empty), None)
         if len(parts) > _COLLAPSE:
             it = iter(parts.values())
@@ -228,5 +255,12 @@ class CompiledCfg(CompiledGrammar):
             out: tuple[Words, ...] = (words,)
         else:
             out = tuple(parts.values())
+        if need > _NEED_MAX:
+            need = -1
+        key = (e.sig if need < 0 else e.shallow_sig(need + 1), need, ent.serial)
         self._parts.put(key, out)
-        return out
+        known = self._needs.setdefault(ent.serial, [])
+        if need not in known:
+            known.append(need)
+            known.sort()
+        return out, (_DEEP if need < 0 else need)

@@ -133,7 +133,7 @@ class EarleySet:
     """
 
     __slots__ = ("g", "index", "waiting", "scan", "allowed", "accepting", "predicted", "sig", "size",
-                 "_next", "_leo", "memo", "__weakref__")
+                 "reach", "odepth", "_next", "_leo", "memo", "__weakref__")
 
     waiting: dict[int, tuple[Item, ...]]
     scan: dict[int, tuple[Item, ...]]
@@ -143,17 +143,21 @@ class EarleySet:
     sig: int
     #: number of items besides the predictions (a diagnostic: Leo keeps it flat on right recursion)
     size: int
+    #: how far (in origin hops from the set this one was advanced from) building this set looked into
+    #: older sets, and how far its items' origins lie: bounds for :meth:`shallow_sig` users
+    reach: int
+    odepth: int
 
-    def __init__(self, g: EarleyGrammar, index: int, kernel: Iterable[Item],
+    def __init__(self, g: EarleyGrammar, index: int, kernel: Iterable[tuple[int, EarleySet, int]],
                  predict: int | None = None) -> None:
         self.g = g
         self.index = index
         self._next: dict[int, Any] = {}
-        self._leo: dict[int, Item | None] = {}
+        self._leo: dict[int, tuple[Item | None, int, int]] = {}
         self.memo: dict[object, object] = {}
         self._close(kernel, predict)
 
-    def _close(self, kernel: Iterable[Item], predict: int | None) -> None:
+    def _close(self, kernel: Iterable[tuple[int, EarleySet, int]], predict: int | None) -> None:
         """Complete and predict. Items with origin ``k`` (predictions) are kept as the set
         ``predicted`` of nonterminals; their dots come from the grammar's static tables."""
         g = self.g
@@ -161,7 +165,7 @@ class EarleySet:
         reach, own_scan, own_wait = g.reach, g.own_scan, g.own_wait
         reach_set, pred_scan, pred_wait = g.reach_set, g.pred_scan, g.pred_wait
         start = g.start
-        items: set[Item] = set()
+        items: set[tuple[int, EarleySet]] = set()
         waiting: dict[int, list[Item]] = {}
         scan: dict[int, list[Item]] = {}
         predicted: set[int] = set()
@@ -192,34 +196,49 @@ class EarleySet:
 
         if predict is not None:
             predict_(predict)
-        agenda = list(kernel)
+        # Agenda entries carry the depth of the item's origin in origin hops from the parent set.
+        agenda: list[tuple[int, EarleySet, int]] = list(kernel)
         accepting = False
+        deref = 0
+        odepth = 0
         while agenda:
-            it = agenda.pop()
+            dot, origin, depth = agenda.pop()
+            it = (dot, origin)
             if it in items:
                 continue
             items.add(it)
-            dot, origin = it
             sym = next_sym[dot]
             if sym is None:
                 x = lhs[dot]
-                src: EarleySet = origin  # type: ignore[assignment]
+                src = origin
+                if depth > deref:
+                    deref = depth
                 if x == start and src.index == 0:
                     accepting = True
-                leo = src._leo_item(x)
+                leo, ldepth, lreach = src._leo_item(x)
                 if leo is not None:
-                    agenda.append(leo)
+                    if depth + lreach > deref:
+                        deref = depth + lreach
+                    agenda.append((leo[0], leo[1], depth + ldepth))  # type: ignore[arg-type]
                     continue
                 for d2, o2 in src.waiting.get(x, ()):
-                    agenda.append((d2 + 1, src if o2 is None else o2))
-            elif sym >= 0:
-                waiting.setdefault(sym, []).append(it)
-                if sym not in predicted:
-                    predict_(sym)
-                if nullable[sym]:
-                    agenda.append((dot + 1, origin))
+                    if o2 is None:
+                        agenda.append((d2 + 1, src, depth))
+                    else:
+                        agenda.append((d2 + 1, o2, depth + 1))
             else:
-                scan.setdefault(~sym, []).append(it)
+                if depth > odepth:
+                    odepth = depth
+                if sym >= 0:
+                    waiting.setdefault(sym, []).append(it)
+                    if sym not in predicted:
+                        predict_(sym)
+                    if nullable[sym]:
+                        agenda.append((dot + 1, origin, depth))
+                else:
+                    scan.setdefault(~sym, []).append(it)
+        self.reach = deref
+        self.odepth = odepth
         self.predicted = frozenset(predicted)
         self.size = len(items)
         self.waiting = {y: tuple(v) for y, v in waiting.items()}
@@ -230,26 +249,47 @@ class EarleySet:
         self.sig = g.intern((tuple(sorted([(d, o.sig) for d, o in items if o is not None])),
                              tuple(sorted(predicted))))
 
-    def _leo_item(self, x: int) -> Item | None:
+    def _leo_item(self, x: int) -> tuple[Item | None, int, int]:
         """Leo's topmost complete item for completing ``x`` into this set, if the path is deterministic.
 
         Only non-start, non-nullable items participate; the result is a complete item to add in place of
         the whole chain of completions (intermediate items are skipped: a recognizer never needs them).
+        Also returns the depth (origin hops from this set) of the item's origin and the deepest set
+        looked at.
         """
         try:
             return self._leo[x]
         except KeyError:
             pass
-        result: Item | None = None
+        result: tuple[Item | None, int, int] = (None, 0, 0)
         w = self.waiting.get(x, ())
         if len(w) == 1:
             d, o = w[0]
             g = self.g
-            if o is not None and g.next_sym[d + 1] is None and not (g.lhs[d] == g.start and o.index == 0):
-                up = o._leo_item(g.lhs[d])
-                result = up if up is not None else (d + 1, o)
+            if o is not None and g.next_sym[d + 1] is None:
+                if not (g.lhs[d] == g.start and o.index == 0):
+                    up, udepth, ureach = o._leo_item(g.lhs[d])
+                    result = (up, udepth + 1, ureach + 1) if up is not None else ((d + 1, o), 1, 1)
+                else:
+                    result = (None, 0, 1)
         self._leo[x] = result
         return result
+
+    def shallow_sig(self, depth: int) -> int:
+        """A structural name of this set and the sets within ``depth`` origin hops (deeper: a
+        placeholder). Equal values mean equal behaviour for any computation that looks no deeper."""
+        if depth <= 0:
+            return -1
+        key = ("shallow", depth)
+        hit = self.memo.get(key)
+        if hit is not None:
+            return hit  # type: ignore[return-value]
+        parts = sorted([(d, o.shallow_sig(depth - 1)) for lst in (*self.scan.values(), *self.waiting.values())
+                        for d, o in lst if o is not None])
+        sid = self.g.intern(("shallow", tuple(parts), tuple(sorted(self.predicted)), self.accepting,
+                             self.index == 0))
+        self.memo[key] = sid
+        return sid
 
     def advance(self, t: int) -> EarleySet | None:
         """``E_{k+1}`` after terminal ``t``, or None if no item scans ``t``.
@@ -267,7 +307,8 @@ class EarleySet:
         if src is None:
             self._next[t] = _NONE
             return None
-        nxt = EarleySet(self.g, self.index + 1, [(d + 1, self if o is None else o) for d, o in src])
+        nxt = EarleySet(self.g, self.index + 1,
+                        [(d + 1, self, 0) if o is None else (d + 1, o, 1) for d, o in src])
         self._next[t] = weakref.ref(nxt)
         return nxt
 
