@@ -138,3 +138,18 @@ def test_class_trie_collapses_tokens(tekken: gm.Vocabulary) -> None:
     ct = gindex.class_trie(tekken, classes, k)
     assert ct.n_nodes < tekken.trie.n_nodes // 10
     assert gindex.class_trie(tekken, classes, k) is ct  # cached
+
+
+def test_concurrent_first_visits_agree(toy: gm.Vocabulary, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threads hitting lazily computed states at once all get the single-threaded answer."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setattr(gindex, "EAGER_STATES", 0)
+    dfa = regex_to_dfa(r"\w+( \w+)*")
+    want = [DfaTokenIndex(toy, dfa).mask_words(s).copy() for s in range(dfa.n_states)]
+    idx = DfaTokenIndex(toy, dfa, cache_size=4)  # tiny cache: constant eviction under contention
+    states = list(range(dfa.n_states)) * 20
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(idx.mask_words, states))
+    for s, w in zip(states, got):
+        assert np.array_equal(w, want[s])
