@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from .backends.json_schema import JsonSchema
     from .backends.lark import Lark
     from .backends.regex import Regex
+    from .batch import allocate_masks, fill_masks
+    from .beam import BeamHypothesis, beam_search
+    from .compose import JumpForward, Sequence, Union
     from .generate import GenerationResult, generate
     from .models import LogitsModel, RandomModel, ScriptedModel, UniformModel
     from .sampling import SequenceStats, StepStats, sample, sample_with_stats
@@ -51,10 +54,18 @@ _LAZY = {
     "UniformModel": ".models",
     "ScriptedModel": ".models",
     "RandomModel": ".models",
+    "Union": ".compose",
+    "Sequence": ".compose",
+    "JumpForward": ".compose",
+    "beam_search": ".beam",
+    "BeamHypothesis": ".beam",
+    "fill_masks": ".batch",
+    "allocate_masks": ".batch",
 }
 
 __all__ = [
     "And",
+    "BeamHypothesis",
     "Choice",
     "CompiledGrammar",
     "Gbnf",
@@ -63,6 +74,7 @@ __all__ = [
     "GrammarError",
     "GrammarMaskError",
     "JsonSchema",
+    "JumpForward",
     "Lark",
     "LogitsModel",
     "Mask",
@@ -71,12 +83,17 @@ __all__ = [
     "RandomModel",
     "Regex",
     "ScriptedModel",
+    "Sequence",
     "SequenceStats",
     "StepStats",
     "TokenRejected",
     "UniformModel",
+    "Union",
     "UnsupportedSchemaError",
     "Vocabulary",
+    "allocate_masks",
+    "beam_search",
+    "fill_masks",
     "generate",
     "sample",
     "sample_with_stats",

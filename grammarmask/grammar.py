@@ -79,6 +79,20 @@ class Grammar(ABC):
             return NotImplemented
         return And(self, other)
 
+    def __or__(self, other: Grammar) -> Grammar:
+        if not isinstance(other, Grammar):
+            return NotImplemented
+        from .compose import Union
+
+        return Union(self, other)
+
+    def __add__(self, other: Grammar) -> Grammar:
+        if not isinstance(other, Grammar):
+            return NotImplemented
+        from .compose import Sequence
+
+        return Sequence(self, other)
+
 
 def _vocab_cache(vocab: Vocabulary) -> tuple[OrderedDict[Hashable, CompiledGrammar], threading.Lock]:
     cache = vocab.__dict__.get("_compiled_cache")

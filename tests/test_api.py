@@ -33,3 +33,16 @@ def test_grammar_error_points_at_line_and_column() -> None:
     err = gm.GrammarError("expected a rule name", line=2, column=3, text="a: b\nc {\n")
     assert str(err).startswith("line 2, column 3: expected a rule name")
     assert err.context.splitlines()[1].index("^") == 4 + 2
+
+
+def test_operators_build_the_composites_with_the_right_languages() -> None:
+    from grammarmask.testing import assert_accepts, assert_rejects
+
+    a, b = gm.Regex("ab|cd"), gm.Regex("[a-c]+")
+    assert isinstance(a & b, gm.And) and isinstance(a | b, gm.Union) and isinstance(a + b, gm.Sequence)
+    assert_accepts(a & b, "ab")
+    assert_rejects(a & b, "cd")
+    assert_accepts(a | b, "cd")
+    assert_accepts(a | b, "cab")
+    assert_accepts(a + b, "abcab")
+    assert_rejects(a + b, "ab")
