@@ -1,0 +1,69 @@
+"""Memoised masks equal masks computed from scratch.
+
+Masks are reused across parser states by structural (and shallow structural) signatures; a reuse
+that was not exact would show up here as a difference between a long-lived compiled grammar, whose
+caches have seen many documents, and a freshly compiled one fed the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from typing import Any
+
+import pytest
+
+from grammarmask.backends.gbnf import Gbnf
+from grammarmask.backends.lark import Lark
+from grammarmask.mask import Mask
+
+GRAMMARS = os.path.join(os.path.dirname(__file__), "..", "grammars")
+
+
+def _json_value(rng: random.Random, depth: int) -> Any:
+    if depth > 3 or rng.random() < 0.4:
+        return rng.choice([rng.randint(-99, 999), 2.5, True, None, "ab c", ""])
+    if rng.random() < 0.5:
+        return [_json_value(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    return {f"k{rng.randint(0, 9)}": _json_value(rng, depth + 1) for _ in range(rng.randint(1, 3))}
+
+
+def _arith(rng: random.Random, depth: int = 0) -> str:
+    if depth > 3 or rng.random() < 0.3:
+        return rng.choice(["1", "x", "2.5", "foo"])
+    if rng.random() < 0.3:
+        return f"({_arith(rng, depth + 1)})"
+    if rng.random() < 0.2:
+        return f"f({_arith(rng, depth + 1)}, {_arith(rng, depth + 1)})"
+    return f"{_arith(rng, depth + 1)} {rng.choice('+-*/')} {_arith(rng, depth + 1)}"
+
+
+DOCS = {
+    "json.lark": lambda rng: json.dumps(_json_value(rng, 0), indent=rng.choice([None, 1])),
+    "json.gbnf": lambda rng: json.dumps(_json_value(rng, 0)),
+    "arithmetic.lark": _arith,
+}
+
+
+@pytest.mark.parametrize("name", sorted(DOCS))
+def test_cached_masks_equal_fresh_masks(name: str, tekken: Any, tekken_tokenizer: Any) -> None:
+    path = os.path.join(GRAMMARS, name)
+    g = Gbnf.from_file(path) if name.endswith(".gbnf") else Lark.from_file(path)
+    warm = g._compile(tekken)
+    rng = random.Random(3)
+    checked = 0
+    for _ in range(6):
+        ids = tekken_tokenizer.encode(DOCS[name](rng), bos=False, eos=False)
+        m = warm.matcher()
+        for i, t in enumerate(ids):
+            if i % 4 == 1:
+                fresh = g._compile(tekken)
+                st = fresh.feed(fresh.initial_state(), tekken.decode(ids[:i]))
+                want = Mask(fresh.state_mask_words(st).copy(), tekken.size)
+                if fresh.is_accepting_state(st):
+                    want = want | Mask.from_token_ids([tekken.eos_token_id], tekken.size)
+                assert m.mask() == want, (name, tekken.decode(ids[:i]))
+                checked += 1
+            m.advance(t)
+    assert checked >= 10
