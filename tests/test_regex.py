@@ -272,3 +272,16 @@ def test_sentencepiece_documents_are_accepted(
             assert t in m.mask(), (doc, t)
             m.advance(t)
         assert sentencepiece.eos_token_id in m.mask()
+
+
+@pytest.mark.slow
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+@given(patterns(max_depth=2), st.integers(0, 2**32))
+def test_mask_is_exact_on_tekken_generated(tekken: gm.Vocabulary, p: Pattern, seed: int) -> None:
+    """Soak (``-m slow``): generated patterns against the oracle on the real 131k vocabulary."""
+    oracle = Oracle(p)
+    if not oracle.viable(b""):
+        return
+    check_walk(Regex(p.re_text, flags=p.flags).compile(tekken), oracle, random.Random(seed), steps=3)
