@@ -67,3 +67,23 @@ def test_cached_masks_equal_fresh_masks(name: str, tekken: Any, tekken_tokenizer
                 checked += 1
             m.advance(t)
     assert checked >= 10
+
+
+def test_root_walks_shared_between_grammars_are_translated() -> None:
+    # Both grammars use common.lark's ESCAPED_STRING and SIGNED_NUMBER, at different state offsets.
+    from grammarmask.testing import byte_vocabulary
+
+    extra = [b'"a', b'b"', b'", "', b'12', b'-3.5', b'"}', b'":', b"  ", b'\\"']
+    a = Lark('start: "<" (ESCAPED_STRING | SIGNED_NUMBER)+ ">"\n%import common.ESCAPED_STRING\n'
+             "%import common.SIGNED_NUMBER\n%import common.WS\n%ignore WS\n")
+    b = Lark.from_file(os.path.join(GRAMMARS, "json.lark"))
+    shared = byte_vocabulary(extra)
+    a.compile(shared).matcher().mask()  # warm the shared walks with grammar a
+    for text in ['{"a": [1, -2.5, "x\\"y"]', '"abc', "[12", '{"k":']:
+        m_shared = b._compile(shared).matcher()
+        m_alone = b._compile(byte_vocabulary(extra)).matcher()
+        for ch in text.encode():
+            assert m_shared.mask() == m_alone.mask(), text
+            m_shared.advance(ch + 1)
+            m_alone.advance(ch + 1)
+        assert m_shared.mask() == m_alone.mask(), text

@@ -26,7 +26,7 @@ from ..vocab import Vocabulary
 from .earley import EarleyGrammar, EarleySet
 from .ir import Cfg
 from .lexer import LexerTables
-from .walk import Entry, Frontier, TokenWalker
+from .walk import Entry, Frontier, Group, TokenWalker
 
 __all__ = ["CompiledCfg"]
 
@@ -62,6 +62,19 @@ class _Lru(OrderedDict[Any, Any]):
                 self.popitem(last=False)
 
 
+_SHARED_LIMIT = 1024
+_shared_lock = threading.Lock()
+
+
+def _shared_entries(vocab: Vocabulary) -> tuple[OrderedDict[Any, Any], threading.Lock]:
+    """The per-vocabulary cache of root walks (kept on the vocabulary, freed with it)."""
+    with _shared_lock:
+        got: tuple[OrderedDict[Any, Any], threading.Lock] | None = vocab.__dict__.get("_cfg_root_walks")
+        if got is None:
+            got = vocab.__dict__["_cfg_root_walks"] = (OrderedDict(), threading.Lock())
+    return got
+
+
 class CompiledCfg(CompiledGrammar):
     """A :class:`~.ir.Cfg` bound to a vocabulary (see the module docstring for the state)."""
 
@@ -76,6 +89,7 @@ class CompiledCfg(CompiledGrammar):
         self._parts = _Lru(_PARTS_LIMIT)
         self._needs: dict[int, list[int]] = {}
         self._root_nodes = np.zeros(1, dtype=np.int64)
+        self._plain_root = self.walker.frontier(self._root_nodes, ())
         e0 = self.earley.initial()
         c0 = self._fresh(e0, ())
         self._initial: State = (c0,) if c0 is not None else ()
@@ -182,6 +196,8 @@ class CompiledCfg(CompiledGrammar):
     # --- masks ----------------------------------------------------------------------------------
 
     def _root(self, shadows: tuple[int, ...]) -> Frontier:
+        if not shadows:
+            return self._plain_root
         fr = self._roots.get_(shadows)
         if fr is None:
             fr = self.walker.frontier(self._root_nodes, shadows)
@@ -191,8 +207,33 @@ class CompiledCfg(CompiledGrammar):
     def _entry(self, fr: Frontier, q: int) -> Entry:
         ent = fr.entries.get(q)
         if ent is None:
-            ent = fr.entries[q] = self.walker.entry(q, fr)
+            ent = self._shared_root_entry(q) if fr is self._plain_root else self.walker.entry(q, fr)
+            fr.entries[q] = ent
         return ent
+
+    def _shared_root_entry(self, q: int) -> Entry:
+        """The walk of lexeme state ``q`` from the trie root with no shadows. It depends only on the
+        terminal's DFA and the vocabulary, so it is shared through a per-vocabulary cache by every
+        grammar with an equal terminal (JSON schemas all use the same string and number terminals)."""
+        lex = self.lex
+        t = lex.term_list[q]
+        off = lex.offset[t]
+        key = (lex.dfa_key(t), q - off)
+        cache, lock = _shared_entries(self.vocab)
+        with lock:
+            hit = cache.get(key)
+            if hit is not None:
+                cache.move_to_end(key)
+        if hit is None:
+            ent = self.walker.entry(q, self._plain_root)
+            hit = (ent.inside, [(g.q - off, g.nodes, g.at_words) for g in ent.groups])
+            with lock:
+                cache[key] = hit
+                while len(cache) > _SHARED_LIMIT:
+                    cache.popitem(last=False)
+            return ent
+        inside, groups = hit
+        return Entry(inside, [Group(lq + off, (), nodes, at) for lq, nodes, at in groups])
 
     def _walk(self, e: EarleySet, ent: Entry) -> tuple[tuple[Words, ...], int]:
         """Mask words whose union is the legal set below ``ent`` for parser state ``e``, and how deep

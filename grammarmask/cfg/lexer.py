@@ -9,6 +9,7 @@ longest match would have taken the longer lexeme, so the cut was illegal and the
 
 from __future__ import annotations
 
+import hashlib
 from collections import deque
 
 import numpy as np
@@ -43,6 +44,10 @@ class LexerTables:
         self.accepting: npt.NDArray[np.bool_] = acc
         self.term_of = term_of
         self.start = start
+        #: global state = offset[t] + local state (local 0, the dead state, maps to global 0)
+        self.offset: list[int] = [int(offsets[i]) - 1 for i in range(len(terms))]
+        self.dfas = [t.dfa for t in terms]
+        self._dfa_keys: dict[int, bytes] = {}
         self.greedy = [t.greedy for t in terms]
         self.is_ignore = [i in cfg.ignore for i in range(len(terms))]
         self.ignore = tuple(cfg.ignore)
@@ -66,6 +71,18 @@ class LexerTables:
             int.from_bytes(np.packbits(row != 0, bitorder="little").tobytes(), "little") for row in table
         ]
         self._reach: dict[tuple[int, tuple[int, ...]], bool] = {}
+
+    def dfa_key(self, t: int) -> bytes:
+        """A content hash of terminal ``t``'s DFA (equal DFAs in different grammars share walks)."""
+        key = self._dfa_keys.get(t)
+        if key is None:
+            d = self.dfas[t]
+            h = hashlib.blake2b(digest_size=16)
+            h.update(np.ascontiguousarray(d.transitions, dtype=np.int32).tobytes())
+            h.update(np.ascontiguousarray(d.accepting, dtype=np.bool_).tobytes())
+            h.update(int(d.start).to_bytes(8, "little"))
+            key = self._dfa_keys[t] = h.digest()
+        return key
 
     def shadow_of(self, state: int) -> int:
         """The shadow a greedy lexeme closed in ``state`` leaves (0 if it can never matter)."""
