@@ -182,6 +182,7 @@ def main() -> None:
             if checker is not None:
                 for d in docs:
                     checker.parse(d)
+            vocab.__dict__.pop("_cfg_root_walks", None)  # cold: drop the per-vocabulary shared walks too
             t0 = time.perf_counter()
             g = load(name)
             compiled = g._compile(vocab)  # fresh: bypass the content cache
