@@ -223,7 +223,8 @@ def minimize(dfa: DFA) -> DFA:
     rounds = 0
     while True:
         rounds += 1
-        if rounds == 64:  # long chains need up to n Moore rounds; a finite language needs one pass
+        if rounds == 64 or (rounds == 1 and n > 256):
+            # long chains need up to n Moore rounds; a finite language needs one pass by height
             height = _acyclic_heights(red)
             if height is not None:
                 return minimize_acyclic(d.transitions, d.accepting, height, classes, d.start)
@@ -292,11 +293,25 @@ def minimize_acyclic(
     hs = height[order]
     bounds = np.flatnonzero(np.diff(hs)) + 1
     next_id = 1
+    red_rows: list[list[int]] | None = None
     for group in np.split(order, bounds):
-        sig = np.concatenate([final[group, None].astype(np.int64), cls_of[red[group]]], axis=1)
-        ids = row_ids(sig)
-        cls_of[group] = next_id + ids
-        next_id += int(ids.max()) + 1
+        if group.size > 64:
+            sig = np.concatenate([final[group, None].astype(np.int64), cls_of[red[group]]], axis=1)
+            ids = row_ids(sig)
+            cls_of[group] = next_id + ids
+            next_id += int(ids.max()) + 1
+            continue
+        # small levels (long chains): plain Python beats numpy's per-call overhead
+        if red_rows is None:
+            red_rows = red.tolist()
+        seen: dict[tuple[int, ...], int] = {}
+        for st in group.tolist():
+            key = (int(final[st]), *[int(cls_of[t]) for t in red_rows[st]])
+            cid = seen.get(key)
+            if cid is None:
+                cid = seen[key] = next_id
+                next_id += 1
+            cls_of[st] = cid
     first = np.full(next_id, -1, dtype=np.int64)
     first[cls_of[::-1]] = np.arange(n - 1, -1, -1)
     rep_states = first[1:]

@@ -317,22 +317,26 @@ class _Builder:
         self.nfa.add_assert(start, kind, end)
 
     def charset(self, ranges: RangeSet, start: int, end: int) -> None:
+        """Add ``start --one character of ranges--> end`` as UTF-8 byte edges.
+
+        States are shared by the byte-range suffix still to read (as regex-automata's UTF-8
+        compiler does), so e.g. every "two continuation bytes to go" point is one state: the
+        subset construction then meets far fewer states than with a prefix tree.
+        """
         nfa = self.nfa
-        # share common leading byte ranges between sequences (a small trie)
-        trie: dict[tuple[int, tuple[int, int]], int] = {}
+        nodes: dict[tuple[tuple[int, int], ...], int] = {(): end}
+
+        def node(suffix: tuple[tuple[int, int], ...]) -> int:
+            n = nodes.get(suffix)
+            if n is None:
+                nxt = node(suffix[1:])
+                n = nfa.new_state()
+                nfa.add_range(n, suffix[0][0], suffix[0][1], nxt)
+                nodes[suffix] = n
+            return n
+
         for seq in _sequences(ranges):
-            cur = start
-            for j, (lo, hi) in enumerate(seq):
-                if j == len(seq) - 1:
-                    nfa.add_range(cur, lo, hi, end)
-                    break
-                key = (cur, (lo, hi))
-                nxt = trie.get(key)
-                if nxt is None:
-                    nxt = nfa.new_state()
-                    trie[key] = nxt
-                    nfa.add_range(cur, lo, hi, nxt)
-                cur = nxt
+            nfa.add_range(start, seq[0][0], seq[0][1], node(seq[1:]))
 
 
 @functools.lru_cache(maxsize=4096)
