@@ -10,8 +10,10 @@ thousand). Walking the class trie level by level with the reduced transition tab
 over all live nodes, prunes dead branches, and can run for many DFA states at once. Results are
 scattered back to tokens through a CSR map ``class node -> token ids``.
 
-Small automata are indexed eagerly at construction (every state in one batched walk); large ones
-state by state on first visit. Mask words are cached with an LRU bound.
+States that no token can tell apart share one mask. At construction every state is indexed in
+batched walks when that fits the budgets (a pruned walk for states with few legal tokens, an
+unpruned one for broad states, stored as the tokens they forbid); otherwise states are indexed on
+first visit. Mask words are cached with an LRU bound.
 """
 
 from __future__ import annotations
@@ -434,6 +436,7 @@ class DfaTokenIndex:
         return np.packbits(legal, bitorder="little").view("<u4").astype(np.uint32)
 
     def _compute(self, state: int) -> Words:
+        """Mask words of one state not indexed at construction (a pruned walk of its own)."""
         tr = self._trie
         _, pc = self._walk(np.array([state], dtype=np.int64))
         n_legal = int(tr.tok_count[pc].sum())
