@@ -246,10 +246,12 @@ class CompiledCfg(CompiledGrammar):
             return (ent.inside,), 0
         needs = self._needs.get(ent.serial)
         if needs:
-            for need in needs:
+            for i, need in enumerate(needs):
                 key = (e.sig if need < 0 else e.shallow_sig(need + 1), need, ent.serial)
                 hit = self._parts.get_(key)
                 if hit is not None:
+                    if i:  # move to front: the depth that answered last is tried first next time
+                        needs.insert(0, needs.pop(i))
                     return hit, (_DEEP if need < 0 else need)
         lex = self.lex
         parts = {id(ent.inside): ent.inside}
@@ -302,6 +304,5 @@ class CompiledCfg(CompiledGrammar):
         self._parts.put(key, out)
         known = self._needs.setdefault(ent.serial, [])
         if need not in known:
-            known.append(need)
-            known.sort()
+            known.insert(0, need)
         return out, (_DEEP if need < 0 else need)
