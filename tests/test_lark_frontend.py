@@ -151,3 +151,31 @@ def test_corpus_examples_are_accepted(grammar: str, examples: str) -> None:
     vocab = byte_vocabulary()
     for doc in docs:
         assert_accepts(g, doc, vocab)
+
+
+def _syncode_programs(language: str) -> list[str]:
+    import json
+
+    ex = os.path.join(CORPUS, "syncode/examples")
+    if language == "java":
+        with open(os.path.join(ex, "java_mbjp_release_v1.2_first5_with_solution.jsonl"), encoding="utf-8") as f:
+            return [r["prompt"] + r["canonical_solution"] for r in map(json.loads, f)]
+    with open(os.path.join(ex, "go_mbgp_release_v1.1_tasks5.jsonl"), encoding="utf-8") as f:
+        prompts = {r["task_id"]: r["prompt"] for r in map(json.loads, f)}
+    with open(os.path.join(ex, "go_mbgp_samples_completions5.jsonl"), encoding="utf-8") as f:
+        return [prompts[r["task_id"]] + r["completion"] + "\n" for r in map(json.loads, f)]
+
+
+@pytest.mark.parametrize(
+    "language", ["go", pytest.param("java", marks=pytest.mark.slow)]
+)
+def test_syncode_programs_agree_with_lark(language: str) -> None:
+    path = os.path.join(CORPUS, f"syncode/{language}.lark")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    parser = lark.Lark(text, parser="earley", lexer="dynamic")
+    c = Lark(text).compile(byte_vocabulary())
+    for prog in _syncode_programs(language):
+        parser.parse(prog)  # the reference accepts it ...
+        state = c.feed(c.initial_state(), prog.encode())
+        assert state and c.is_accepting_state(state)  # ... and so do we
