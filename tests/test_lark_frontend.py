@@ -158,7 +158,8 @@ def _syncode_programs(language: str) -> list[str]:
 
     ex = os.path.join(CORPUS, "syncode/examples")
     if language == "java":
-        with open(os.path.join(ex, "java_mbjp_release_v1.2_first5_with_solution.jsonl"), encoding="utf-8") as f:
+        java = os.path.join(ex, "java_mbjp_release_v1.2_first5_with_solution.jsonl")
+        with open(java, encoding="utf-8") as f:
             return [r["prompt"] + r["canonical_solution"] for r in map(json.loads, f)]
     with open(os.path.join(ex, "go_mbgp_release_v1.1_tasks5.jsonl"), encoding="utf-8") as f:
         prompts = {r["task_id"]: r["prompt"] for r in map(json.loads, f)}
