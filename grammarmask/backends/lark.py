@@ -8,6 +8,7 @@ expanded by lark. Differences from lark are listed in docs/semantics.md.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Hashable, Sequence
@@ -69,33 +70,49 @@ def _lark_error(e: Exception, text: str) -> GrammarError:
     return GrammarError(f"lark: {msg}", line=line, column=col, text=text)
 
 
-def _terminal_dfa(name: str, regexp: str, text: str) -> Any:
+@functools.lru_cache(maxsize=4096)
+def _dfa_for(regexp: str) -> Any:
+    """The DFA of a terminal pattern (shared by every grammar using it); GrammarError if not regular."""
     from ..automata import regex_to_dfa
 
     try:
         return regex_to_dfa(regexp)
-    except GrammarError as e:
+    except GrammarError:
         rewrite = _LOOKBEHIND_REWRITES.get(regexp)
-        if rewrite is not None:
-            return regex_to_dfa(rewrite)
+        if rewrite is None:
+            raise
+        return regex_to_dfa(rewrite)
+
+
+def _terminal_dfa(name: str, regexp: str, text: str) -> Any:
+    try:
+        dfa = _dfa_for(regexp)
+    except GrammarError as e:
         pos = _find_definition(text, name) or (None, None)
         raise GrammarError(f"terminal {name} (/{regexp}/) cannot be compiled: {e.message}",
                            line=pos[0], column=pos[1], text=text) from None
+    if dfa.start and dfa.accepting[dfa.start]:
+        pos = _find_definition(text, name) or (None, None)
+        raise GrammarError(f"lark: Dynamic Earley doesn't allow zero-width regexps: terminal {name} "
+                           f"(/{regexp}/) matches the empty string", line=pos[0], column=pos[1], text=text)
+    return dfa
 
 
 def lark_to_cfg(text: str, *, start: str = "start", source_path: str | None = None,
                 import_paths: Sequence[str] = ()) -> Any:
     """Load ``text`` with lark and translate it to a validated :class:`~grammarmask.cfg.Cfg`."""
-    import lark
     from lark.exceptions import LarkError
+    from lark.load_grammar import load_grammar
 
     from ..cfg import Cfg, Rule, Terminal
 
     if not isinstance(text, str):
         raise GrammarError(f"Lark grammar text must be str, got {type(text).__name__}")
     try:
-        parser = lark.Lark(text, parser="earley", lexer="dynamic", start=start,
-                           source_path=source_path, import_paths=list(import_paths))
+        # lark's own loader and EBNF->BNF compiler (what lark.Lark runs before building its parser)
+        grammar, _ = load_grammar(  # type: ignore[no-untyped-call]
+            text, source_path or "<string>", list(import_paths), False)
+        lark_terminals, lark_rules, ignore_names = grammar.compile([start], set())
     except LarkError as e:
         if f"undefined rule: NonTerminal('{start}')" in str(e):
             raise GrammarError(f"lark: the grammar has no rule named {start!r} (the start rule; pass "
@@ -103,7 +120,7 @@ def lark_to_cfg(text: str, *, start: str = "start", source_path: str | None = No
         raise _lark_error(e, text) from None
     except re.error as e:
         raise GrammarError(f"lark: bad regular expression: {e}", text=text) from None
-    terms = {t.name: t for t in parser.terminals}
+    terms = {t.name: t for t in lark_terminals}
     nts: dict[str, int] = {}
     term_ids: dict[str, int] = {}
     terminals: list[Terminal] = []
@@ -126,10 +143,10 @@ def lark_to_cfg(text: str, *, start: str = "start", source_path: str | None = No
 
     start_id = nt(start)
     rules = []
-    for r in parser.rules:
+    for r in lark_rules:
         rhs = tuple(~term(s.name) if s.is_term else nt(s.name) for s in r.expansion)
         rules.append(Rule(nt(r.origin.name), rhs, int(r.options.priority or 0)))
-    ignore = tuple(term(n) for n in parser.ignore_tokens)
+    ignore = tuple(term(n) for n in ignore_names)
     positions = {n: p for n in nts if (p := _find_definition(text, n)) is not None}
     names = [""] * len(nts)
     for n, i in nts.items():

@@ -275,6 +275,10 @@ class EarleySet:
         self._leo[x] = result
         return result
 
+    def allowed_terminals(self) -> frozenset[int]:
+        """The terminals (ids into ``Cfg.terminals``) this set can scan next."""
+        return self.allowed
+
     def shallow_sig(self, depth: int) -> int:
         """A structural name of this set and the sets within ``depth`` origin hops (deeper: a
         placeholder). Equal values mean equal behaviour for any computation that looks no deeper."""
