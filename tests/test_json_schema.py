@@ -125,6 +125,14 @@ def test_string_lengths_count_characters_not_escapes() -> None:
     assert parses(parser, '"\\ud83d\\ude00a"')  # a surrogate pair is one character
 
 
+@pytest.mark.parametrize(("lo", "hi"), [(0, 300), (1, 300), (64, 700), (0, 1000)])
+def test_long_strings_are_chunked_exactly(lo: int, hi: int) -> None:
+    parser = lark.Lark(JsonSchema({"type": "string", "minLength": lo, "maxLength": hi}).to_lark())
+    for n in sorted({0, 1, lo - 1, lo, 63, 64, 65, 128, hi - 1, hi, hi + 1, hi + 64} - {-1}):
+        for s in ("a" * n, ('é"\\n' * n)[:n]):
+            assert parses(parser, json.dumps(s, ensure_ascii=False)) == (lo <= n <= hi), (lo, hi, n)
+
+
 # ---- structure ----------------------------------------------------------------------------------------
 
 CASES: list[tuple[dict[str, Any], list[Any], list[Any]]] = [

@@ -33,6 +33,8 @@ __all__ = ["Compiler", "SchemaWarning"]
 
 Schema = Any
 MAX_BRANCHES = 64
+LONG_STRING = 256  # maxLength above this is written as chunk lexemes (see Compiler.long_string)
+CHUNK = 64
 
 
 class SchemaWarning(UserWarning):
@@ -465,6 +467,10 @@ class Compiler:
         return regex_terminal(number_regex(lo, lo_x, hi, hi_x, integer=True, int_fraction=self.draft >= 6) or NOTHING)
 
     def string(self, s: dict[str, Any], ptr: str, excluded: list[str]) -> str | None:
+        lo, hi = s.get("minLength", 0), s.get("maxLength")
+        plain = not any(k in s for k in ("pattern", "format")) and not excluded
+        if plain and isinstance(hi, int) and hi > LONG_STRING and isinstance(lo, int) and 0 <= lo <= CHUNK:
+            return self.long_string(lo, hi)
         body = self.string_body(s, ptr)
         if body is None:
             return None
@@ -474,6 +480,26 @@ class Compiler:
             else:
                 body = key_not_in(excluded)
         return regex_terminal(f'"{body}"')
+
+    def long_string(self, lo: int, hi: int) -> str:
+        """A string of lo..hi characters as chunk lexemes, so no automaton has to count to ``hi``.
+
+        Lexemes are greedy (lark's dynamic lexer and ours take the longest match), so every chunk but
+        the last has exactly CHUNK characters and k chunks hold at most hi characters iff
+        k < K or the K-th chunk has at most hi - CHUNK*(K-1): exact, with K = ceil(hi / CHUNK).
+        """
+        k_max = -(-hi // CHUNK)
+        last = hi - CHUNK * (k_max - 1)
+        full = regex_terminal(f"{ANY_CHAR}{{1,{CHUNK}}}")
+        rest: str = ""
+        for i in range(k_max - 1, 0, -1):  # rule i: the chunks after the first i
+            chunk = regex_terminal(f"{ANY_CHAR}{{1,{last}}}") if i == k_max - 1 else full
+            body = f"{chunk} {rest}".strip()
+            rest = self.rule(body, "c") + "?"
+        first_top = last if k_max == 1 else CHUNK
+        first = regex_terminal(f"{ANY_CHAR}{{{max(lo, 1)},{first_top}}}")
+        inner = f"({first} {rest})".replace(" )", ")") + ("?" if lo == 0 else "")
+        return self.rule(f'"\\"" {inner} "\\""', "q")
 
     def string_body(self, s: dict[str, Any], ptr: str) -> str | None:
         """Regex for the JSON text inside the quotes (None: no string fits)."""
