@@ -44,7 +44,7 @@ def test_step_time_does_not_grow_with_the_document() -> None:
     early = min(run(100) for _ in range(3))
     run(2000)
     late = min(run(100) for _ in range(3))
-    assert late < 3 * early + 1e-4
+    assert late < 5 * early + 2e-4
 
 
 def test_fork_and_rollback_share_the_chart() -> None:
