@@ -293,7 +293,6 @@ def minimize_acyclic(
     hs = height[order]
     bounds = np.flatnonzero(np.diff(hs)) + 1
     next_id = 1
-    red_rows: list[list[int]] | None = None
     for group in np.split(order, bounds):
         if group.size > 64:
             sig = np.concatenate([final[group, None].astype(np.int64), cls_of[red[group]]], axis=1)
@@ -302,11 +301,9 @@ def minimize_acyclic(
             next_id += int(ids.max()) + 1
             continue
         # small levels (long chains): plain Python beats numpy's per-call overhead
-        if red_rows is None:
-            red_rows = red.tolist()
         seen: dict[tuple[int, ...], int] = {}
-        for st in group.tolist():
-            key = (int(final[st]), *[int(cls_of[t]) for t in red_rows[st]])
+        for st, row in zip(group.tolist(), cls_of[red[group]].tolist(), strict=True):
+            key = (int(final[st]), *row)
             cid = seen.get(key)
             if cid is None:
                 cid = seen[key] = next_id
