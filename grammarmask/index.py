@@ -96,7 +96,9 @@ class ClassTrie:
                 rank = np.cumsum(present) - 1
                 inverse = rank[key]
             else:
-                uniq, inverse = np.unique(key, return_inverse=True)
+                small = key.astype(np.int32) if span < (1 << 31) else key
+                uniq, inverse = np.unique(small, return_inverse=True)
+                uniq = uniq.astype(np.int64)
                 inverse = inverse.reshape(-1)
             cn[lo:hi] = next_id + inverse
             cls_parts.append(uniq % k)
@@ -121,7 +123,9 @@ class ClassTrie:
         sub_count = tok_count.astype(np.int64).copy()  # tokens in each node's subtree
         for d in range(level_lo.size - 2, 1, -1):
             lo, hi = int(level_lo[d]), int(level_lo[d + 1])
-            np.add.at(sub_count, c_par[lo:hi], sub_count[lo:hi])
+            plo, phi = int(level_lo[d - 1]), int(level_lo[d])  # the parents' level
+            sums = np.bincount(c_par[lo:hi] - plo, weights=sub_count[lo:hi], minlength=phi - plo)
+            sub_count[plo:phi] += sums.astype(np.int64)
         return cls(
             c_cls,
             ch_lo,
