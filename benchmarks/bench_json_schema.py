@@ -54,7 +54,9 @@ def load() -> list[tuple[str, str, dict[str, Any]]]:
     return out
 
 
-def generation(items: list[tuple[str, str, dict[str, Any]]]) -> tuple[list[float], Counter[str], Counter[str]]:
+def generation(
+    items: list[tuple[str, str, dict[str, Any]]],
+) -> tuple[list[float], Counter[str], Counter[str]]:
     times: list[float] = []
     refused: Counter[str] = Counter()
     total: Counter[str] = Counter()
@@ -92,11 +94,13 @@ def main() -> None:
 
     items = load()
     gen, refused, total = generation(items)
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-          f"Python {platform.python_version()}\n")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}\n"
+    )
     print(f"## Grammar generation ({len(gen)} of {len(items)} schemas compiled)\n")
     print("| p50 | p90 | max |\n|---|---|---|")
-    print(f"| {pct(gen, .5)*1e3:.1f} ms | {pct(gen, .9)*1e3:.1f} ms | {max(gen)*1e3:.1f} ms |\n")
+    print(f"| {pct(gen, 0.5) * 1e3:.1f} ms | {pct(gen, 0.9) * 1e3:.1f} ms | {max(gen) * 1e3:.1f} ms |\n")
     print("| sub-dataset | schemas | refused |\n|---|---|---|")
     for sub in sorted(total):
         print(f"| {sub} | {total[sub]} | {refused[sub]} |")
@@ -118,7 +122,7 @@ def main() -> None:
         compiled.append((c, data))
     print(f"\n## Full compile on {args.tokenizer} ({len(full)} schemas)\n")
     print("| p50 | p90 | max |\n|---|---|---|")
-    print(f"| {pct(full, .5)*1e3:.1f} ms | {pct(full, .9)*1e3:.1f} ms | {max(full)*1e3:.1f} ms |")
+    print(f"| {pct(full, 0.5) * 1e3:.1f} ms | {pct(full, 0.9) * 1e3:.1f} ms | {max(full) * 1e3:.1f} ms |")
 
     buf = np.zeros((1, vocab.n_words), dtype=np.int32)
     steps: list[float] = []
@@ -140,7 +144,10 @@ def main() -> None:
                     break
     print(f"\n## Mask per token ({len(steps)} steps, {rejected} instances rejected)\n")
     print("| p50 | p99 | mean |\n|---|---|---|")
-    print(f"| {pct(steps, .5)*1e6:.0f} us | {pct(steps, .99)*1e6:.0f} us | {statistics.mean(steps)*1e6:.0f} us |")
+    print(
+        f"| {pct(steps, 0.5) * 1e6:.0f} us | {pct(steps, 0.99) * 1e6:.0f} us "
+        f"| {statistics.mean(steps) * 1e6:.0f} us |"
+    )
 
 
 if __name__ == "__main__":

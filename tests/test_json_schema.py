@@ -25,22 +25,52 @@ from .test_json_schema_support import GrammarSampler, parses, validator
 
 # ---- numbers --------------------------------------------------------------------------------------
 
-BOUNDS = [None, 0, 1, -1, 1.5, -1.5, 0.25, -0.125, 10, 12.5, 99.99, 100, -100, 0.1, 1234, -7.75, 3, 1e-3,
-          2**53 + 1, 0.30000000000000004]
+BOUNDS = [
+    None,
+    0,
+    1,
+    -1,
+    1.5,
+    -1.5,
+    0.25,
+    -0.125,
+    10,
+    12.5,
+    99.99,
+    100,
+    -100,
+    0.1,
+    1234,
+    -7.75,
+    3,
+    1e-3,
+    2**53 + 1,
+    0.30000000000000004,
+]
 
 
 def number_text() -> st.SearchStrategy[str]:
-    ip = st.one_of(st.sampled_from(["0", "1", "3", "9", "10", "12", "99", "100", "1234", "9007199254740993"]),
-                   st.integers(0, 5000).map(str))
+    ip = st.one_of(
+        st.sampled_from(["0", "1", "3", "9", "10", "12", "99", "100", "1234", "9007199254740993"]),
+        st.integers(0, 5000).map(str),
+    )
     frac = st.one_of(st.just(""), st.text("0123456789", min_size=1, max_size=5).map(lambda d: "." + d))
     exp = st.one_of(st.just(""), st.integers(-3, 3).map(lambda e: f"e{e}"))
     return st.tuples(st.sampled_from(["", "-"]), ip, frac, exp).map("".join)
 
 
 @settings(max_examples=400, deadline=None)
-@given(lo=st.sampled_from(BOUNDS), hi=st.sampled_from(BOUNDS), lo_x=st.booleans(), hi_x=st.booleans(),
-       integer=st.booleans(), texts=st.lists(number_text(), min_size=10, max_size=30))
-def test_number_ranges_are_exact(lo: Any, hi: Any, lo_x: bool, hi_x: bool, integer: bool, texts: list[str]) -> None:
+@given(
+    lo=st.sampled_from(BOUNDS),
+    hi=st.sampled_from(BOUNDS),
+    lo_x=st.booleans(),
+    hi_x=st.booleans(),
+    integer=st.booleans(),
+    texts=st.lists(number_text(), min_size=10, max_size=30),
+)
+def test_number_ranges_are_exact(
+    lo: Any, hi: Any, lo_x: bool, hi_x: bool, integer: bool, texts: list[str]
+) -> None:
     schema: dict[str, Any] = {"type": "integer" if integer else "number"}
     if lo is not None:
         schema["exclusiveMinimum" if lo_x else "minimum"] = lo
@@ -69,9 +99,21 @@ def test_number_range_large_and_empty() -> None:
 
 # ---- strings ----------------------------------------------------------------------------------------
 
-PATTERNS = [r"^a+b?$", r"\d{2,3}", r"^[^a-c]*$", r"x|^y", r"^\w+@\w+\.com$", r"[\"\\/]", r"^.{2}$",
-            r"(ab|cd)*e$", r"^\S+$", r"^[a-z]{1,4}(-[a-z]{1,4})*$", "é", r"^\s*$"]
-CHARS = "abcdexy0129é中\"\\/\n\t -_.@\u0663\u00a0"
+PATTERNS = [
+    r"^a+b?$",
+    r"\d{2,3}",
+    r"^[^a-c]*$",
+    r"x|^y",
+    r"^\w+@\w+\.com$",
+    r"[\"\\/]",
+    r"^.{2}$",
+    r"(ab|cd)*e$",
+    r"^\S+$",
+    r"^[a-z]{1,4}(-[a-z]{1,4})*$",
+    "é",
+    r"^\s*$",
+]
+CHARS = 'abcdexy0129é中"\\/\n\t -_.@\u0663\u00a0'
 
 
 @settings(max_examples=300, deadline=None)
@@ -108,7 +150,8 @@ def test_formats_are_sound(name: str) -> None:
     ("date", "2024-02-29", "2023-02-29"), ("date-time", "2024-01-01T10:00:00.5Z", "2024-01-01 10:00:00"),
     ("time", "23:59:59+01:00", "24:00:00Z"), ("ipv4", "192.168.0.1", "192.168.0.01"),
     ("ipv6", "::ffff:1.2.3.4", "1::2::3"), ("uuid", "123e4567-e89b-12d3-a456-426614174000", "123e4567"),
-    ("email", "a.b@example.com", "a@@b"), ("duration", "P1Y2M3DT4H", "PT"), ("uri", "https://x.org/a?b#c", "x"),
+    ("email", "a.b@example.com", "a@@b"), ("duration", "P1Y2M3DT4H", "PT"),
+    ("uri", "https://x.org/a?b#c", "x"),
     ("hostname", "a-b.example.com", "-a.com"),
 ])  # fmt: skip
 def test_format_examples(name: str, good: str, bad: str) -> None:
@@ -136,51 +179,148 @@ def test_long_strings_are_chunked_exactly(lo: int, hi: int) -> None:
 # ---- structure ----------------------------------------------------------------------------------------
 
 CASES: list[tuple[dict[str, Any], list[Any], list[Any]]] = [
-    ({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}, "required": ["b"],
-      "additionalProperties": False}, [{"b": "x"}, {"a": 1, "b": ""}], [{}, {"a": 1}, {"b": "x", "c": 1}]),
-    ({"type": "object", "properties": {"a": {"type": "null"}, "b": {"type": "null"}}, "minProperties": 2,
-      "maxProperties": 3, "additionalProperties": {"type": "null"}},
-     [{"a": None, "x": None}, {"a": None, "b": None, "c": None}], [{"x": None}, {"a": None, "b": 1}]),
-    ({"type": "array", "prefixItems": [{"type": "string"}], "items": {"type": "number"}, "minItems": 2,
-      "maxItems": 3}, [["a", 1], ["a", 1, 2.5]], [["a"], [1, 1], ["a", 1, 2, 3]]),
+    (
+        {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+            "required": ["b"],
+            "additionalProperties": False,
+        },
+        [{"b": "x"}, {"a": 1, "b": ""}],
+        [{}, {"a": 1}, {"b": "x", "c": 1}],
+    ),
+    (
+        {
+            "type": "object",
+            "properties": {"a": {"type": "null"}, "b": {"type": "null"}},
+            "minProperties": 2,
+            "maxProperties": 3,
+            "additionalProperties": {"type": "null"},
+        },
+        [{"a": None, "x": None}, {"a": None, "b": None, "c": None}],
+        [{"x": None}, {"a": None, "b": 1}],
+    ),
+    (
+        {
+            "type": "array",
+            "prefixItems": [{"type": "string"}],
+            "items": {"type": "number"},
+            "minItems": 2,
+            "maxItems": 3,
+        },
+        [["a", 1], ["a", 1, 2.5]],
+        [["a"], [1, 1], ["a", 1, 2, 3]],
+    ),
     ({"type": "array", "contains": {"const": 7}, "minContains": 2}, [[7, 1, 7], [7, 7]], [[7], [1, 2]]),
-    ({"anyOf": [{"type": "string"}, {"type": "integer", "minimum": 10}], "not": {"enum": ["x", None]}},
-     ["a", 10, "", "xx"], ["x", 9, None]),
-    ({"oneOf": [{"type": "object", "properties": {"k": {"const": "a"}, "v": {"type": "integer"}},
-                 "required": ["k", "v"]},
-                {"type": "object", "properties": {"k": {"const": "b"}, "v": {"type": "string"}},
-                 "required": ["k", "v"]}]}, [{"k": "a", "v": 1}, {"k": "b", "v": "s"}], [{"k": "a", "v": "s"}]),
-    ({"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
-                                                            "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
-                         "required": ["v"], "additionalProperties": False}}, "$ref": "#/$defs/node"},
-     [{"v": 1, "kids": [{"v": 2, "kids": []}, {"v": 3}]}], [{"v": 1, "kids": [{}]}]),
-    ({"allOf": [{"type": "object", "properties": {"a": {"type": "integer", "minimum": 0}}},
-                {"properties": {"a": {"maximum": 5}}, "required": ["a"]}]}, [{"a": 5}, {"a": 0, "z": 1}],
-     [{"a": 6}, {}]),
-    ({"type": "object", "patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": False,
-      "properties": {"id": {"type": "string"}}}, [{"id": "a", "x-1": 2}, {}], [{"y": 1}, {"x-a": "s"}]),
-    ({"type": "object", "propertyNames": {"pattern": "^[a-z]+$", "maxLength": 3}},
-     [{"abc": 1}, {}], [{"abcd": 1}, {"A": 1}]),
+    (
+        {"anyOf": [{"type": "string"}, {"type": "integer", "minimum": 10}], "not": {"enum": ["x", None]}},
+        ["a", 10, "", "xx"],
+        ["x", 9, None],
+    ),
+    (
+        {
+            "oneOf": [
+                {
+                    "type": "object",
+                    "properties": {"k": {"const": "a"}, "v": {"type": "integer"}},
+                    "required": ["k", "v"],
+                },
+                {
+                    "type": "object",
+                    "properties": {"k": {"const": "b"}, "v": {"type": "string"}},
+                    "required": ["k", "v"],
+                },
+            ]
+        },
+        [{"k": "a", "v": 1}, {"k": "b", "v": "s"}],
+        [{"k": "a", "v": "s"}],
+    ),
+    (
+        {
+            "$defs": {
+                "node": {
+                    "type": "object",
+                    "properties": {
+                        "v": {"type": "integer"},
+                        "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+                    },
+                    "required": ["v"],
+                    "additionalProperties": False,
+                }
+            },
+            "$ref": "#/$defs/node",
+        },
+        [{"v": 1, "kids": [{"v": 2, "kids": []}, {"v": 3}]}],
+        [{"v": 1, "kids": [{}]}],
+    ),
+    (
+        {
+            "allOf": [
+                {"type": "object", "properties": {"a": {"type": "integer", "minimum": 0}}},
+                {"properties": {"a": {"maximum": 5}}, "required": ["a"]},
+            ]
+        },
+        [{"a": 5}, {"a": 0, "z": 1}],
+        [{"a": 6}, {}],
+    ),
+    (
+        {
+            "type": "object",
+            "patternProperties": {"^x-": {"type": "integer"}},
+            "additionalProperties": False,
+            "properties": {"id": {"type": "string"}},
+        },
+        [{"id": "a", "x-1": 2}, {}],
+        [{"y": 1}, {"x-a": "s"}],
+    ),
+    (
+        {"type": "object", "propertyNames": {"pattern": "^[a-z]+$", "maxLength": 3}},
+        [{"abc": 1}, {}],
+        [{"abcd": 1}, {"A": 1}],
+    ),
     ({"enum": [[1, {"a": None}], "x", 2.5, None]}, [[1, {"a": None}], "x", 2.5, None], [[1], "y", 2]),
-    ({"$schema": "http://json-schema.org/draft-07/schema#", "type": "array", "items": [{"type": "integer"}],
-      "additionalItems": False}, [[1], []], [[1, 2], ["a"]]),
-    ({"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer", "minimum": 1,
-      "exclusiveMinimum": True}, [2], [1, 2.0]),
+    (
+        {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "type": "array",
+            "items": [{"type": "integer"}],
+            "additionalItems": False,
+        },
+        [[1], []],
+        [[1, 2], ["a"]],
+    ),
+    (
+        {
+            "$schema": "http://json-schema.org/draft-04/schema#",
+            "type": "integer",
+            "minimum": 1,
+            "exclusiveMinimum": True,
+        },
+        [2],
+        [1, 2.0],
+    ),
     ({"type": ["integer", "null"], "multipleOf": 5}, [None, 0, -15, 100], [3, 7.5]),
-    ({"type": "string", "pattern": "^[0-9a-f]+$", "minLength": 2, "maxLength": 4}, ["ab", "0f0f"], ["a", "abcde"]),
+    (
+        {"type": "string", "pattern": "^[0-9a-f]+$", "minLength": 2, "maxLength": 4},
+        ["ab", "0f0f"],
+        ["a", "abcde"],
+    ),
 ]
 
 
 @pytest.mark.parametrize(("schema", "valid", "invalid"), CASES)
 @pytest.mark.parametrize("whitespace", ["flexible", "compact"])
-def test_keywords_accept_exactly(schema: dict[str, Any], valid: list[Any], invalid: list[Any],
-                                 whitespace: str) -> None:
+def test_keywords_accept_exactly(
+    schema: dict[str, Any], valid: list[Any], invalid: list[Any], whitespace: str
+) -> None:
     v = validator(schema)
     parser = lark.Lark(JsonSchema(schema, whitespace=whitespace).to_lark())
     for doc in valid:
         assert v.is_valid(doc)
         assert parses(parser, json.dumps(doc, separators=(",", ":")))
-        assert parses(parser, json.dumps(doc, indent=2)) == (whitespace == "flexible" or "\n" not in json.dumps(doc, indent=2))
+        assert parses(parser, json.dumps(doc, indent=2)) == (
+            whitespace == "flexible" or "\n" not in json.dumps(doc, indent=2)
+        )
     for doc in invalid:
         assert not v.is_valid(doc)
         for t in (json.dumps(doc, separators=(",", ":")), json.dumps(doc, indent=2)):
@@ -214,7 +354,8 @@ def test_whitespace_is_bounded_and_indent_policy() -> None:
     ({"$ref": "#/$defs/missing"}, "cannot be resolved"),
     ({"type": "integer", "minimum": 5, "maximum": 3}, "no number in the range"),
     ({"enum": []}, "no enum/const value"),
-    ({"type": "object", "properties": {"a": {"enum": []}}, "required": ["a"]}, "no enum/const value satisfies the schema at /properties/a"),
+    ({"type": "object", "properties": {"a": {"enum": []}}, "required": ["a"]},
+     "no enum/const value satisfies the schema at /properties/a"),
     ({"type": "strin"}, "not a valid JSON Schema at /type"),
     ({"type": "string", "minLength": -1}, "not a valid JSON Schema at /minLength"),
     (False, "admits no value"),
@@ -245,7 +386,7 @@ def test_unsupported_keywords_name_keyword_and_pointer(schema: Any, keyword: str
 def test_options_are_validated() -> None:
     for kw in ({"whitespace": "pretty"}, {"max_ws": 0}, {"indent": 0}):
         with pytest.raises(GrammarError):
-            JsonSchema({}, **kw)  # type: ignore[arg-type]
+            JsonSchema({}, **kw)
 
 
 def test_grammar_text_is_cached_by_content() -> None:
@@ -253,7 +394,10 @@ def test_grammar_text_is_cached_by_content() -> None:
     b = JsonSchema('{"properties": {"x": {"type": "integer"}}, "type": "object"}')
     assert a.cache_key() == b.cache_key()
     assert a.to_lark() is b.to_lark()
-    assert JsonSchema({"type": "object"}, whitespace="compact").cache_key() != JsonSchema({"type": "object"}).cache_key()
+    assert (
+        JsonSchema({"type": "object"}, whitespace="compact").cache_key()
+        != JsonSchema({"type": "object"}).cache_key()
+    )
 
 
 def test_from_pydantic() -> None:
@@ -267,7 +411,12 @@ def test_from_pydantic() -> None:
 
     g = JsonSchema.from_pydantic(Item)
     parser = lark.Lark(g.to_lark())
-    good = {"name": "x", "qty": 3, "tags": ["a"], "parent": {"name": "y", "qty": 1, "tags": [], "parent": None}}
+    good = {
+        "name": "x",
+        "qty": 3,
+        "tags": ["a"],
+        "parent": {"name": "y", "qty": 1, "tags": [], "parent": None},
+    }
     assert parses(parser, json.dumps(good))
     assert not parses(parser, json.dumps({"name": "x", "qty": 0}))
     Item.model_validate_json(json.dumps(good))
@@ -292,11 +441,16 @@ def test_random_schemas_round_trip() -> None:
     rng = random.Random(5)
     for _ in range(30):
         lo = rng.randint(-50, 50)
-        schema = {"type": "object", "properties": {
-            "n": {"type": "integer", "minimum": lo, "maximum": lo + rng.randint(0, 300)},
-            "s": {"type": "string", "maxLength": rng.randint(0, 5)},
-            "e": {"enum": ["a", 1, None]},
-        }, "required": rng.sample(["n", "s", "e"], rng.randint(0, 3)), "additionalProperties": rng.random() < 0.5}
+        schema = {
+            "type": "object",
+            "properties": {
+                "n": {"type": "integer", "minimum": lo, "maximum": lo + rng.randint(0, 300)},
+                "s": {"type": "string", "maxLength": rng.randint(0, 5)},
+                "e": {"enum": ["a", 1, None]},
+            },
+            "required": rng.sample(["n", "s", "e"], rng.randint(0, 3)),
+            "additionalProperties": rng.random() < 0.5,
+        }
         v = validator(schema)
         parser = lark.Lark(JsonSchema(schema).to_lark())
         sampler = GrammarSampler(parser, seed=rng.randint(0, 10**6))

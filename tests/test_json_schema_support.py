@@ -158,10 +158,15 @@ class GrammarSampler:
             return False
         exps = self.rules[name]
         if depth > self.max_depth:
-            best = min(1 + max([self.height.get(s.name, 0) if not s.is_term else 0 for s in e], default=0)
-                       for e in exps)
-            exps = [e for e in exps
-                    if 1 + max([self.height.get(s.name, 0) if not s.is_term else 0 for s in e], default=0) == best]
+            best = min(
+                1 + max([self.height.get(s.name, 0) if not s.is_term else 0 for s in e], default=0)
+                for e in exps
+            )
+            exps = [
+                e
+                for e in exps
+                if 1 + max([self.height.get(s.name, 0) if not s.is_term else 0 for s in e], default=0) == best
+            ]
         order = list(exps)
         self.rng.shuffle(order)
         for e in order[:3]:

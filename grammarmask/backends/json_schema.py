@@ -77,8 +77,9 @@ class JsonSchema(Grammar):
             except ValueError as e:
                 line, col = getattr(e, "lineno", None), getattr(e, "colno", None)
                 text = schema.decode("utf-8", "replace") if isinstance(schema, bytes) else schema
-                raise GrammarError(f"schema is not valid JSON: {getattr(e, 'msg', e)}", line=line, column=col,
-                                   text=text) from None
+                raise GrammarError(
+                    f"schema is not valid JSON: {getattr(e, 'msg', e)}", line=line, column=col, text=text
+                ) from None
         if not isinstance(schema, (dict, bool)):
             raise GrammarError(f"a JSON Schema must be an object or a boolean, got {type(schema).__name__}")
         if whitespace not in _WHITESPACE:
@@ -98,7 +99,12 @@ class JsonSchema(Grammar):
 
     @classmethod
     def from_pydantic(
-        cls, model: Any, *, whitespace: str = "flexible", max_ws: int = 16, indent: int | None = None,
+        cls,
+        model: Any,
+        *,
+        whitespace: str = "flexible",
+        max_ws: int = 16,
+        indent: int | None = None,
         strict: bool = True,
     ) -> JsonSchema:
         """The schema of a pydantic (v2) model class, via ``model.model_json_schema()``."""
@@ -122,9 +128,13 @@ class JsonSchema(Grammar):
                     _TEXT_CACHE.move_to_end(self._key)
             if hit is None:
                 opts = self.options
+                indent = opts["indent"]
                 compiler = Compiler(
-                    self.schema, whitespace=str(opts["whitespace"]), max_ws=int(opts["max_ws"]),  # type: ignore[call-overload]
-                    indent=opts["indent"], strict=bool(opts["strict"]),  # type: ignore[arg-type]
+                    self.schema,
+                    whitespace=str(opts["whitespace"]),
+                    max_ws=int(str(opts["max_ws"])),
+                    indent=indent if isinstance(indent, int) else None,
+                    strict=bool(opts["strict"]),
                 )
                 hit = (compiler.to_lark(), tuple(compiler.warnings))
                 with _TEXT_LOCK:

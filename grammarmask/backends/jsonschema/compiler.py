@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from typing import Any
+from typing import Any, TypeVar
 
 import jsonschema
 import jsonschema_specifications
@@ -32,6 +32,7 @@ from .strings import ANY_CHAR, NOTHING, key_not_in, literal, pattern_regex, plai
 __all__ = ["Compiler", "SchemaWarning"]
 
 Schema = Any
+_T = TypeVar("_T")
 MAX_BRANCHES = 64
 LONG_STRING = 256  # maxLength above this is written as chunk lexemes (see Compiler.long_string)
 CHUNK = 64
@@ -128,7 +129,8 @@ class Compiler:
         msg = f"{why} (keyword {keyword!r} at {pointer or '/'}); not enforced"
         self.warnings.append(msg)
 
-    def empty(self, pointer: str, why: str) -> None:
+    def empty(self, pointer: str, why: str) -> _T | None:
+        """Record why a node admits no value; returns None (the empty language)."""
         self.reasons.append(f"{why} at {pointer or '/'}")
         return None
 
@@ -166,7 +168,9 @@ class Compiler:
         try:
             return resolver.lookup(ref)
         except (referencing.exceptions.Unresolvable, referencing.exceptions.Unretrievable) as e:
-            raise GrammarError(f"at {ptr or '/'}: $ref {ref!r} cannot be resolved ({type(e).__name__})") from None
+            raise GrammarError(
+                f"at {ptr or '/'}: $ref {ref!r} cannot be resolved ({type(e).__name__})"
+            ) from None
 
     def node(self, s: dict[str, Any], ptr: str, resolver: Any) -> str | None:
         s = normalize(s, self.draft)
@@ -178,9 +182,10 @@ class Compiler:
             target = self.resolve(s["$ref"], ptr, resolver)
             return self.value(target.contents, s["$ref"], target.resolver)
         if "$ref" in rest or "allOf" in rest:
-            rest = self.flatten(rest, ptr, resolver)
-            if rest is None:
+            flat = self.flatten(rest, ptr, resolver)
+            if flat is None:
                 return None
+            rest = flat
         if any(k in rest for k in ("anyOf", "oneOf", "_more_anyOf", "_more_oneOf")):
             return self.union(rest, ptr, resolver)
         return self.simple(rest, ptr, resolver)
@@ -274,7 +279,8 @@ class Compiler:
                 f = {"_opaque": True}
             flat.append(f)
         for i, j in itertools.combinations(range(len(flat)), 2):
-            if flat[i] is not None and flat[j] is not None and not self.disjoint(flat[i], flat[j], resolver):
+            fi, fj = flat[i], flat[j]
+            if fi is not None and fj is not None and not self.disjoint(fi, fj, resolver):
                 self.unsupported(
                     "oneOf", ptr, f"oneOf branches {i} and {j} may overlap, so exactly-one cannot be enforced"
                 )
@@ -296,9 +302,9 @@ class Compiler:
                 if isinstance(pa, dict) and isinstance(pb, dict) and self.disjoint(pa, pb, resolver):
                     return True
             for x, y in ((a, b), (b, a)):
-                if x.get("additionalProperties") is False and not x.get("patternProperties"):
-                    if any(k not in x.get("properties", {}) for k in y.get("required", [])):
-                        return True
+                closed = x.get("additionalProperties") is False and not x.get("patternProperties")
+                if closed and any(k not in x.get("properties", {}) for k in y.get("required", [])):
+                    return True
         return False
 
     def validates(self, s: Schema, instance: Any, resolver: Any) -> bool:
@@ -315,18 +321,22 @@ class Compiler:
             cands = s.get("enum", [s["const"]] if "const" in s else [])
             if not isinstance(cands, list):
                 raise GrammarError(f"at {ptr or '/'}: enum must be an array")
-            alts = []
+            lits: list[str] = []
             for v in cands:
-                if isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) < 1e300 \
-                        and float(v).is_integer():
+                if (
+                    isinstance(v, (int, float))
+                    and not isinstance(v, bool)
+                    and abs(v) < 1e300
+                    and float(v).is_integer()
+                ):
                     forms = [f for f, x in ((0, int(v)), (1, float(v))) if self.validates(s, x, resolver)]
                     if forms:
                         tail = {(0,): "", (1,): r"\.0+", (0, 1): r"(?:\.0+)?"}[tuple(forms)]
-                        alts.append(regex_terminal(str(int(v)) + tail))
+                        lits.append(regex_terminal(str(int(v)) + tail))
                 elif self.validates(s, v, resolver):
-                    alts.append(self.literal(v))
-            alts = list(dict.fromkeys(alts))
-            return " | ".join(alts) if alts else self.empty(ptr, "no enum/const value satisfies the schema")
+                    lits.append(self.literal(v))
+            lits = list(dict.fromkeys(lits))
+            return " | ".join(lits) if lits else self.empty(ptr, "no enum/const value satisfies the schema")
         types = types_of(s)
         if "type" in s:
             bad = [t for t in s["type"] if t not in types_of({})]
@@ -389,16 +399,22 @@ class Compiler:
             for v in vals:
                 if isinstance(v, (int, float, list, dict)) and not isinstance(v, bool):
                     kind = "number" if isinstance(v, (int, float)) else type(v).__name__
-                    if types & {"number", "integer", "array", "object"} and kind in ("number",) and (
-                        types & {"number", "integer"}
-                    ) or (kind == "list" and "array" in types) or (kind == "dict" and "object" in types):
+                    if (
+                        types & {"number", "integer", "array", "object"}
+                        and kind in ("number",)
+                        and (types & {"number", "integer"})
+                        or (kind == "list" and "array" in types)
+                        or (kind == "dict" and "object" in types)
+                    ):
                         self.unsupported("not", ptr, f"excluding the value {v!r} is not supported")
                 excluded.append(v)
             return types
         if keys == {"required"}:
             s["_forbidden"] = list(s.get("_forbidden", [])) + list(n["required"])
             return types & {"object"}
-        self.unsupported("not", ptr, "only 'not' of type, enum/const, required or anyOf of those is supported")
+        self.unsupported(
+            "not", ptr, "only 'not' of type, enum/const, required or anyOf of those is supported"
+        )
         return types
 
     # ---- scalars -----------------------------------------------------------------------------------
@@ -407,14 +423,14 @@ class Compiler:
         lo, lo_x, hi, hi_x = None, False, None, False
         for k, strict_ in (("minimum", False), ("exclusiveMinimum", True)):
             v = s.get(k)
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                if lo is None or v > lo or (v == lo and strict_):
-                    lo, lo_x = v, strict_
+            num = isinstance(v, (int, float)) and not isinstance(v, bool)
+            if num and (lo is None or v > lo or (v == lo and strict_)):
+                lo, lo_x = v, strict_
         for k, strict_ in (("maximum", False), ("exclusiveMaximum", True)):
             v = s.get(k)
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                if hi is None or v < hi or (v == hi and strict_):
-                    hi, hi_x = v, strict_
+            num = isinstance(v, (int, float)) and not isinstance(v, bool)
+            if num and (hi is None or v < hi or (v == hi and strict_)):
+                hi, hi_x = v, strict_
         for b in (lo, hi):
             if isinstance(b, float) and (b != b or b in (float("inf"), float("-inf"))):
                 raise GrammarError(f"at {ptr or '/'}: a numeric bound must be finite")
@@ -429,8 +445,11 @@ class Compiler:
                     return self.multiples(m, lo, lo_x, hi, hi_x, ptr)
                 integer = True
             else:
-                self.unsupported("multipleOf", ptr, "a non-integer multipleOf is not supported "
-                                 "(jsonschema checks it in floating point)")
+                self.unsupported(
+                    "multipleOf",
+                    ptr,
+                    "a non-integer multipleOf is not supported (jsonschema checks it in floating point)",
+                )
         r = number_regex(lo, lo_x, hi, hi_x, integer=integer, int_fraction=self.draft >= 6)
         if r is None:
             return self.empty(ptr, f"no number in the range {lo}..{hi}")
@@ -464,7 +483,9 @@ class Compiler:
                 mag = "(?:[1-9][0-9]*(?:" + "|".join(sufs) + ")|" + "|".join(small) + ")"
                 return regex_terminal("-?" + mag)
         self.unsupported("multipleOf", ptr, f"multipleOf {m} with this range has no compact exact form")
-        return regex_terminal(number_regex(lo, lo_x, hi, hi_x, integer=True, int_fraction=self.draft >= 6) or NOTHING)
+        return regex_terminal(
+            number_regex(lo, lo_x, hi, hi_x, integer=True, int_fraction=self.draft >= 6) or NOTHING
+        )
 
     def string(self, s: dict[str, Any], ptr: str, excluded: list[str]) -> str | None:
         lo, hi = s.get("minLength", 0), s.get("maxLength")
@@ -506,9 +527,9 @@ class Compiler:
         lo = s.get("minLength", 0)
         hi = s.get("maxLength")
         for k, v in (("minLength", lo), ("maxLength", hi)):
-            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
-                if not (isinstance(v, float) and v.is_integer() and v >= 0):
-                    raise GrammarError(f"at {ptr or '/'}: {k} must be a non-negative integer")
+            bad = v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0)
+            if bad and not (isinstance(v, float) and v.is_integer() and v >= 0):
+                raise GrammarError(f"at {ptr or '/'}: {k} must be a non-negative integer")
         lo, hi = int(lo), (None if hi is None else int(hi))
         if hi is not None and lo > hi:
             return self.empty(ptr, "minLength > maxLength")
@@ -523,16 +544,22 @@ class Compiler:
         if fmt is not None:
             wlo, whi = format_width(fmt)
             if wlo < lo or (hi is not None and (whi is None or whi > hi)):
-                self.unsupported("maxLength" if hi is not None else "minLength", ptr,
-                                 f"a length limit on format {fmt!r} is not supported")
+                self.unsupported(
+                    "maxLength" if hi is not None else "minLength",
+                    ptr,
+                    f"a length limit on format {fmt!r} is not supported",
+                )
             return FORMATS[fmt]
         if pat is not None:
             if not isinstance(pat, str):
                 raise GrammarError(f"at {ptr or '/'}: pattern must be a string")
             r, ok = pattern_regex(pat, ptr, lo, hi)
             if not ok:
-                self.unsupported("maxLength" if hi is not None else "minLength", ptr,
-                                 "this combination of pattern and length limits is not supported")
+                self.unsupported(
+                    "maxLength" if hi is not None else "minLength",
+                    ptr,
+                    "this combination of pattern and length limits is not supported",
+                )
             return r
         return plain_string(lo, hi)
 
@@ -571,7 +598,7 @@ class Compiler:
         if "json_value" not in self.rules:
             w = self.ws
             self.rules["json_value"] = (
-                f'json_object | json_array | {regex_terminal(chr(34) + ANY_CHAR + "*" + chr(34))} '
+                f"json_object | json_array | {regex_terminal(chr(34) + ANY_CHAR + '*' + chr(34))} "
                 f'| {regex_terminal(JSON_NUMBER)} | "true" | "false" | "null"'
             )
             self.rules["json_object"] = f'"{{" {w} "}}" | "{{" json_member ("," json_member)* "}}"'

@@ -75,9 +75,8 @@ def normalize(s: Schema, draft: int) -> Schema:
             s.pop("additionalItems", None)
     if draft == 4:
         for ex, inc in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
-            if isinstance(s.get(ex), bool):
-                if s.pop(ex) and inc in s:
-                    s[ex] = s.pop(inc)
+            if isinstance(s.get(ex), bool) and s.pop(ex) and inc in s:
+                s[ex] = s.pop(inc)
     if isinstance(s.get("type"), str):
         s["type"] = [s["type"]]
     return s
@@ -163,8 +162,14 @@ def merge(a: dict[str, Any], b: dict[str, Any], ptr: str) -> dict[str, Any]:
             out[k] = x
         elif k == "uniqueItems":
             out[k] = x or y
-        elif k in ("propertyNames", "contains", "additionalProperties", "unevaluatedProperties",
-                   "unevaluatedItems", "items"):
+        elif k in (
+            "propertyNames",
+            "contains",
+            "additionalProperties",
+            "unevaluatedProperties",
+            "unevaluatedItems",
+            "items",
+        ):
             if k == "contains" and x != y:
                 raise refuse(k, ptr, "two different contains cannot be combined")
             out[k] = _both(x, y)
@@ -187,8 +192,12 @@ def _merge_properties(a: dict[str, Any], b: dict[str, Any], out: dict[str, Any],
     for s, other_pats in ((a, pb), (b, pa)):
         extra = s.get("additionalProperties", True)
         if not is_trivial(extra) and any(p not in s.get("patternProperties", {}) for p in other_pats):
-            raise refuse("patternProperties", ptr, "patternProperties combined with another schema's "
-                         "additionalProperties has no exact single-schema form")
+            raise refuse(
+                "patternProperties",
+                ptr,
+                "patternProperties combined with another schema's "
+                "additionalProperties has no exact single-schema form",
+            )
     props: dict[str, Any] = {}
     for key in dict.fromkeys([*a.get("properties", {}), *b.get("properties", {})]):
         props[key] = _both(_keyset_schema(a, key), _keyset_schema(b, key))
@@ -208,9 +217,7 @@ def _merge_items(a: dict[str, Any], b: dict[str, Any], out: dict[str, Any]) -> N
     la, lb = la or [], lb or []
     ia, ib = a.get("items", True), b.get("items", True)
     n = max(len(la), len(lb))
-    out["prefixItems"] = [
-        _both(la[i] if i < len(la) else ia, lb[i] if i < len(lb) else ib) for i in range(n)
-    ]
+    out["prefixItems"] = [_both(la[i] if i < len(la) else ia, lb[i] if i < len(lb) else ib) for i in range(n)]
 
 
 def canonical(s: Schema) -> str:

@@ -210,7 +210,13 @@ def _frac_groups(
 
 
 def _magnitude(
-    lo: Decimal, lo_excl: bool, hi: Decimal | None, hi_excl: bool, ilo: int, ihi: int | None, integer: bool,
+    lo: Decimal,
+    lo_excl: bool,
+    hi: Decimal | None,
+    hi_excl: bool,
+    ilo: int,
+    ihi: int | None,
+    integer: bool,
     int_fraction: bool,
 ) -> str:
     """Regex for the magnitudes m >= 0 in the range (decimal bounds for fractions, ilo..ihi for ints)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ...errors import GrammarError
 from .keywords import canonical, is_trivial
@@ -68,8 +68,9 @@ class ObjectBuilder:
                 if st not in nullable and any(e == "" and n in nullable for e, n in out):
                     nullable.add(st)
                     changed = True
-                live_next = any((e != "" and (n in nullable or n in solid)) or (e == "" and n in solid)
-                                for e, n in out)
+                live_next = any(
+                    (e != "" and (n in nullable or n in solid)) or (e == "" and n in solid) for e, n in out
+                )
                 if st not in solid and live_next:
                     solid.add(st)
                     changed = True
@@ -127,20 +128,20 @@ class ObjectBuilder:
         cap = hi if hi is not None else max(len(prefix), lo, 1)
 
         def trans(st: State) -> list[tuple[str, State]]:
-            i, k = st  # type: ignore[misc]
+            i, k = cast(tuple[int, int], st)
             if hi is not None and i >= hi:
                 return []
-            out = []
+            out: list[tuple[str, State]] = []
             sep = '"," ' if i > 0 else ""
             nxt = min(i + 1, cap)
-            for matched in ((False, True) if k < need else (False,)):
+            for matched in (False, True) if k < need else (False,):
                 x = item(i, matched)
                 if x is not None:
                     out.append((f"{sep}{w} {x} {w}", (nxt, k + 1 if matched else k)))
             return out
 
         def accept(st: State) -> bool:
-            i, k = st  # type: ignore[misc]
+            i, k = cast(tuple[int, int], st)
             return bool(i >= lo and k >= need and i > 0)
 
         try:
@@ -206,8 +207,8 @@ class ObjectBuilder:
         ecap = hi if hi is not None else 1
 
         def trans(st: State) -> list[tuple[str, State]]:
-            i, d, e = st  # type: ignore[misc]
-            out = []
+            i, d, e = cast(tuple[int, int, int], st)
+            out: list[tuple[str, State]] = []
             sep = '"," ' if d + e > 0 else ""
             room = hi is None or d + e < hi
             if i < n:
@@ -221,7 +222,7 @@ class ObjectBuilder:
             return out
 
         def accept(st: State) -> bool:
-            i, d, e = st  # type: ignore[misc]
+            i, d, e = cast(tuple[int, int, int], st)
             return bool(i == n and d + min(e, 1) >= lo and d + e > 0)
 
         try:
@@ -258,8 +259,12 @@ class ObjectBuilder:
             if not is_trivial(pnames):
                 c.unsupported("propertyNames", ptr, "propertyNames together with patternProperties")
             if any(_search(p, k) for p in pats for k in taken):
-                c.unsupported("patternProperties", ptr, "a declared property also matches a patternProperties "
-                              "pattern, so further keys matching it cannot be told apart")
+                c.unsupported(
+                    "patternProperties",
+                    ptr,
+                    "a declared property also matches a patternProperties "
+                    "pattern, so further keys matching it cannot be told apart",
+                )
             schemas = {canonical(v) for v in pats.values()}
             if len(schemas) > 1:
                 c.unsupported("patternProperties", ptr, "several patternProperties with different schemas")
@@ -267,8 +272,12 @@ class ObjectBuilder:
             key_re = "(?:" + "|".join(pattern_regex(p, f"{ptr}/patternProperties")[0] for p in pats) + ")"
         else:
             if not (is_trivial(addl) and all(is_trivial(v) for v in pats.values())):
-                c.unsupported("patternProperties", ptr, "patternProperties with additionalProperties other "
-                              "than false needs a regex complement, which is not supported")
+                c.unsupported(
+                    "patternProperties",
+                    ptr,
+                    "patternProperties with additionalProperties other "
+                    "than false needs a regex complement, which is not supported",
+                )
             val = c.value(addl, f"{ptr}/additionalProperties", resolver)
             key_re = key_not_in(taken)
         if val is None or key_re is None:
@@ -281,7 +290,9 @@ class ObjectBuilder:
         p = f"{ptr}/propertyNames"
         if isinstance(pnames, dict) and ("enum" in pnames or "const" in pnames):
             vals = pnames.get("enum", [pnames.get("const")])
-            keys = [v for v in vals if isinstance(v, str) and v not in taken and c.validates(pnames, v, resolver)]
+            keys = [
+                v for v in vals if isinstance(v, str) and v not in taken and c.validates(pnames, v, resolver)
+            ]
             return "(?:" + "|".join(literal(k) for k in keys) + ")" if keys else None
         if any(c.validates(pnames, k, resolver) for k in taken):
             c.unsupported("propertyNames", ptr, "a declared property name also satisfies propertyNames")

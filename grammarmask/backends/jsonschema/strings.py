@@ -28,7 +28,16 @@ else:  # pragma: no cover
     import sre_constants as sre_c
     import sre_parse as sre_p
 
-__all__ = ["ANY_CHAR", "NOTHING", "encode_set", "key_not_in", "literal", "pattern_regex", "plain_string", "regex_terminal"]
+__all__ = [
+    "ANY_CHAR",
+    "NOTHING",
+    "encode_set",
+    "key_not_in",
+    "literal",
+    "pattern_regex",
+    "plain_string",
+    "regex_terminal",
+]
 
 MAXC = 0x10FFFF
 Ranges = list[tuple[int, int]]
@@ -132,8 +141,14 @@ def encode_set(r: Ranges) -> str | None:
         for hi in (0, 1):
             lows = [cp & 0xF for cp in controls if cp >> 4 == hi]
             if lows:
-                escapes.append(f"u00{hi}" + (_hex_digit(lows[0]) if len(lows) == 1 else
-                                              "(?:" + "|".join(_hex_digit(n) for n in lows) + ")"))
+                escapes.append(
+                    f"u00{hi}"
+                    + (
+                        _hex_digit(lows[0])
+                        if len(lows) == 1
+                        else "(?:" + "|".join(_hex_digit(n) for n in lows) + ")"
+                    )
+                )
     if escapes:
         alts.append(r"\\" + (escapes[0] if len(escapes) == 1 else "(?:" + "|".join(escapes) + ")"))
     if not alts:
@@ -236,7 +251,10 @@ def _in_set(items: list[tuple[Any, Any]], superset: bool) -> Ranges:
 def _translate(sub: Any) -> tuple[str, int, int | None]:
     """(regex over JSON text, min chars, max chars) of a parsed pattern sequence."""
     parts: list[str] = []
-    lo, hi = 0, 0
+    lo: int = 0
+    hi: int | None = 0
+    a: int
+    b: int | None
     for op, av in sub:
         if op is sre_c.LITERAL:
             r, a, b = encode_set([(av, av)]) or NOTHING, 1, 1
@@ -251,8 +269,15 @@ def _translate(sub: Any) -> tuple[str, int, int | None]:
             inner, ia, ib = _translate(body)
             top = None if rmax is sre_c.MAXREPEAT else rmax
             r = f"(?:{inner})" + (
-                "*" if (rmin, top) == (0, None) else "+" if (rmin, top) == (1, None) else "?"
-                if (rmin, top) == (0, 1) else f"{{{rmin},}}" if top is None else f"{{{rmin},{top}}}"
+                "*"
+                if (rmin, top) == (0, None)
+                else "+"
+                if (rmin, top) == (1, None)
+                else "?"
+                if (rmin, top) == (0, 1)
+                else f"{{{rmin},}}"
+                if top is None
+                else f"{{{rmin},{top}}}"
             )
             a, b = ia * rmin, (None if top is None or ib is None else ib * top)
             if top == 0:
@@ -316,10 +341,13 @@ def pattern_regex(
     try:
         parsed = sre_p.parse(pattern)
     except (re.error, OverflowError, RecursionError) as e:
-        raise UnsupportedSchemaError(f"pattern {pattern!r} is not a Python regex: {e}", keyword="pattern",
-                                     pointer=pointer) from None
+        raise UnsupportedSchemaError(
+            f"pattern {pattern!r} is not a Python regex: {e}", keyword="pattern", pointer=pointer
+        ) from None
     if parsed.state.flags & (re.IGNORECASE | re.MULTILINE | re.DOTALL | re.ASCII | re.LOCALE):
-        raise UnsupportedSchemaError(f"pattern {pattern!r} sets regex flags", keyword="pattern", pointer=pointer)
+        raise UnsupportedSchemaError(
+            f"pattern {pattern!r} sets regex flags", keyword="pattern", pointer=pointer
+        )
     try:
         alts = []
         widths = []
@@ -332,10 +360,13 @@ def pattern_regex(
     except (_Refuse, ValueError) as e:
         raise UnsupportedSchemaError(
             f"pattern {pattern!r} uses a construct with no exact regular translation ({e})",
-            keyword="pattern", pointer=pointer,
+            keyword="pattern",
+            pointer=pointer,
         ) from None
     regex = _group(alts)
-    lengths_ok = all(a >= min_len and (max_len is None or (b is not None and b <= max_len)) for a, b in widths)
+    lengths_ok = all(
+        a >= min_len and (max_len is None or (b is not None and b <= max_len)) for a, b in widths
+    )
     if not lengths_ok and len(alts) == 1 and (min_len or max_len is not None):
         folded = _fold_lengths(_branches(parsed)[0], min_len, max_len)
         if folded is not None:
@@ -369,11 +400,11 @@ def _fold_lengths(seq: list[Any], min_len: int, max_len: int | None) -> str | No
     hi = top if max_len is None else (max_len - fixed if top is None else min(top, max_len - fixed))
     if hi is not None and lo > hi:
         return NOTHING
-    inner = _translate(item)[0]
+    unit = _translate(item)[0]
     rep = f"{{{lo},}}" if hi is None else f"{{{lo},{hi}}}"
     left = _translate(body[:var])[0]
     right = _translate(body[var + 1 :])[0]
-    return f"{left}(?:{inner}){rep}{right}"
+    return f"{left}(?:{unit}){rep}{right}"
 
 
 def plain_string(min_len: int, max_len: int | None) -> str:
