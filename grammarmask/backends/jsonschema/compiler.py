@@ -241,7 +241,7 @@ class Compiler:
         if len(groups) == 1 and is_trivial(base):
             kind, branches = groups[0]
             if kind == "oneOf":
-                self.check_disjoint(branches, ptr, resolver)
+                branches = self.exclusive(branches, ptr, resolver)
             alts = [self.value(b, f"{ptr}/{kind}/{i}", resolver) for i, b in enumerate(branches)]
             live = [a for a in dict.fromkeys(alts) if a is not None]
             return " | ".join(live) if live else self.empty(ptr, f"no {kind} branch admits a value")
@@ -250,9 +250,7 @@ class Compiler:
             combos *= len(g)
         if combos > MAX_BRANCHES:
             raise refuse(groups[0][0], ptr, f"{combos} combined anyOf/oneOf branches (limit {MAX_BRANCHES})")
-        for kind, g in groups:
-            if kind == "oneOf":
-                self.check_disjoint(g, ptr, resolver, base)
+        groups = [(k, self.exclusive(g, ptr, resolver, base) if k == "oneOf" else g) for k, g in groups]
         alts = []
         for combo in itertools.product(*[g for _, g in groups]):
             merged: dict[str, Any] | None = self.flatten(base, ptr, resolver)
@@ -266,7 +264,31 @@ class Compiler:
         live = [a for a in dict.fromkeys(alts) if a is not None]
         return " | ".join(live) if live else self.empty(ptr, "no anyOf/oneOf branch admits a value")
 
-    def check_disjoint(self, branches: list[Any], ptr: str, resolver: Any, base: Any = None) -> None:
+    def exclusive(self, branches: list[Any], ptr: str, resolver: Any, base: Any = None) -> list[Any]:
+        """``oneOf`` branches as equivalent ``anyOf`` branches, or refuse.
+
+        Provably disjoint branches are kept. Otherwise, when every branch is one simple keyword
+        (``type``, ``enum``/``const`` or ``required``) branch i becomes ``B_i and not (any other B_j)``,
+        which ``not`` enforces (``not required`` forbids the keys: exact for one key, narrower for more).
+        """
+        if self.all_disjoint(branches, ptr, resolver, base):
+            return branches
+        simple = {"type", "enum", "const", "required"}
+        ok = all(
+            isinstance(b, dict)
+            and len({k for k in b if k in ENFORCED}) == 1
+            and next(k for k in b if k in ENFORCED) in simple
+            for b in branches
+        )
+        if not ok:
+            self.unsupported("oneOf", ptr, "oneOf branches may overlap, so exactly-one cannot be enforced")
+            return branches
+        return [
+            {"allOf": [b], "not": {"anyOf": [x for j, x in enumerate(branches) if j != i]}}
+            for i, b in enumerate(branches)
+        ]
+
+    def all_disjoint(self, branches: list[Any], ptr: str, resolver: Any, base: Any = None) -> bool:
         flat = []
         for b in branches:
             try:
@@ -281,10 +303,8 @@ class Compiler:
         for i, j in itertools.combinations(range(len(flat)), 2):
             fi, fj = flat[i], flat[j]
             if fi is not None and fj is not None and not self.disjoint(fi, fj, resolver):
-                self.unsupported(
-                    "oneOf", ptr, f"oneOf branches {i} and {j} may overlap, so exactly-one cannot be enforced"
-                )
-                return
+                return False
+        return True
 
     def disjoint(self, a: dict[str, Any], b: dict[str, Any], resolver: Any) -> bool:
         if "_opaque" in a or "_opaque" in b:
