@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .backends.regex import Regex
     from .batch import allocate_masks, fill_masks
     from .beam import BeamHypothesis, beam_search
-    from .compose import JumpForward, Sequence, Union
+    from .compose import Sequence, Union
     from .generate import GenerationResult, generate
     from .models import LogitsModel, RandomModel, ScriptedModel, UniformModel
     from .sampling import SequenceStats, StepStats, sample, sample_with_stats
@@ -56,7 +56,6 @@ _LAZY = {
     "RandomModel": ".models",
     "Union": ".compose",
     "Sequence": ".compose",
-    "JumpForward": ".compose",
     "beam_search": ".beam",
     "BeamHypothesis": ".beam",
     "fill_masks": ".batch",
@@ -74,7 +73,6 @@ __all__ = [
     "GrammarError",
     "GrammarMaskError",
     "JsonSchema",
-    "JumpForward",
     "Lark",
     "LogitsModel",
     "Mask",

@@ -31,7 +31,7 @@ from .grammar import CompiledGrammar, Grammar
 from .mask import Mask
 from .vocab import Vocabulary
 
-__all__ = ["JumpForward", "Sequence", "Union"]
+__all__ = ["Sequence", "Union"]
 
 Words = npt.NDArray[np.uint32]
 State = Any
@@ -469,101 +469,3 @@ def _tail_words(vocab: Vocabulary) -> Words:
     """All-ones words cut at ``vocab.size`` (clears the extended vocabulary's byte ids)."""
     words: Words = np.array(Mask.all(vocab.size).words, dtype=np.uint32)
     return words
-
-
-class JumpForward(Grammar):
-    """The same language as ``grammar``, with forced bytes derived from its masks.
-
-    For backends whose ``forced_bytes`` is not implemented (it returns ``b""``), a byte is forced
-    exactly when the output is not complete and every legal token starts with that byte; the walk
-    repeats through the vocabulary's single-byte tokens. ``gm.generate`` then skips the model call for
-    every forced token. Costs one mask per forced byte on first visit (cached per state).
-    """
-
-    def __init__(self, grammar: Grammar, *, max_bytes: int = 256) -> None:
-        if not isinstance(grammar, Grammar):
-            raise GrammarError(f"JumpForward takes a grammar, got {type(grammar).__name__}")
-        self.inner = grammar
-        self.max_bytes = max_bytes
-
-    def __repr__(self) -> str:
-        return f"JumpForward({self.inner!r})"
-
-    def cache_key(self) -> Hashable | None:
-        key = self.inner.cache_key()
-        return None if key is None else (type(self.inner).__qualname__, key, self.max_bytes)
-
-    def to_dfa(self) -> Any:
-        return self.inner.to_dfa()
-
-    def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
-        return _JumpForwardCompiled(self.inner.compile(vocab), self.max_bytes)
-
-
-class _JumpForwardCompiled(CompiledGrammar):
-    def __init__(self, inner: CompiledGrammar, max_bytes: int) -> None:
-        self.inner = inner
-        self.vocab = inner.vocab
-        self.max_bytes = max_bytes
-        n = len(self.vocab.token_bytes)
-        first = np.full(self.vocab.size, -1, np.int16)
-        single = np.full(256, -1, np.int64)
-        for t, b in enumerate(self.vocab.token_bytes):
-            if b and t not in self.vocab.special_ids:
-                first[t] = b[0]
-                if len(b) == 1:
-                    single[b[0]] = t
-        first[n:] = -1
-        self._first = first
-        self._single = single.tolist()
-        self._cache: OrderedDict[Any, bytes] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def initial_state(self) -> State:
-        return self.inner.initial_state()
-
-    def state_mask_words(self, state: State) -> Words:
-        return self.inner.state_mask_words(state)
-
-    def advance_state(self, state: State, token_id: int) -> State | None:
-        return self.inner.advance_state(state, token_id)
-
-    def is_accepting_state(self, state: State) -> bool:
-        return self.inner.is_accepting_state(state)
-
-    def forced_bytes(self, state: State) -> bytes:
-        own = self.inner.forced_bytes(state)
-        if own:
-            return own
-        try:
-            with self._lock:
-                hit = self._cache.get(state)
-        except TypeError:  # unhashable state
-            return self._derive(state)
-        if hit is None:
-            hit = self._derive(state)
-            with self._lock:
-                self._cache[state] = hit
-                while len(self._cache) > _CACHE_LIMIT:
-                    self._cache.popitem(last=False)
-        return hit
-
-    def _derive(self, state: State) -> bytes:
-        out = bytearray()
-        s = state
-        while len(out) < self.max_bytes and not self.inner.is_accepting_state(s):
-            words = self.inner.state_mask_words(s)
-            bits = np.unpackbits(words.view(np.uint8), bitorder="little")[: self.vocab.size]
-            firsts = np.unique(self._first[bits.astype(bool)])
-            if firsts.size != 1 or firsts[0] < 0:
-                break
-            b = int(firsts[0])
-            tok = self._single[b]
-            if tok < 0:
-                break
-            nxt = self.inner.advance_state(s, tok)
-            if nxt is None:
-                break
-            out.append(b)
-            s = nxt
-        return bytes(out)

@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .errors import GrammarError, NoLegalContinuation, TokenRejected
-from .mask import Mask
+from .mask import Mask, pack_bool
 from .vocab import Vocabulary
 
 __all__ = ["And", "CompiledGrammar", "Grammar", "Matcher"]
@@ -123,12 +123,66 @@ class CompiledGrammar(ABC):
         """Whether the output so far is a complete sentence of the language."""
 
     def forced_bytes(self, state: State) -> bytes:
-        """The bytes every continuation from ``state`` must start with (b"" when unknown or free)."""
-        return b""
+        """The bytes every continuation from ``state`` must start with (b"" when there is a choice).
+
+        This default derives them from the masks: while the output is incomplete and every legal
+        token starts with the same byte, that byte is forced (a backend that knows its automaton may
+        answer faster). Cached per state when states are hashable.
+        """
+        cache: dict[Any, bytes] = self.__dict__.setdefault("_forced_cache", {})
+        try:
+            hit = cache.get(state)
+        except TypeError:  # unhashable state: no caching
+            return _derive_forced_bytes(self, state)
+        if hit is None:
+            hit = _derive_forced_bytes(self, state)
+            if len(cache) >= _CACHE_LIMIT * 64:
+                cache.clear()
+            cache[state] = hit
+        return hit
 
     def matcher(self) -> Matcher:
         """A fresh matcher at the start of the language."""
         return Matcher(self)
+
+
+def _derive_forced_bytes(compiled: CompiledGrammar, state: State, limit: int = 256) -> bytes:
+    starts_with, single = _first_byte_tables(compiled.vocab)
+    tb = compiled.vocab.token_bytes
+    out = bytearray()
+    s = state
+    while len(out) < limit and not compiled.is_accepting_state(s):
+        words = compiled.state_mask_words(s)
+        nz = np.flatnonzero(words)
+        if nz.size == 0:
+            break
+        w = int(nz[0])
+        bits = int(words[w])
+        b = tb[w * 32 + (bits & -bits).bit_length() - 1][0]
+        if (words & ~starts_with[b]).any() or single[b] < 0:
+            break
+        nxt = compiled.advance_state(s, single[b])
+        if nxt is None:
+            break
+        out.append(b)
+        s = nxt
+    return bytes(out)
+
+
+def _first_byte_tables(vocab: Vocabulary) -> tuple[npt.NDArray[np.uint32], list[int]]:
+    """Per byte: mask words of the tokens starting with it, and its single-byte token id (or -1)."""
+    hit = vocab.__dict__.get("_first_byte_tables")
+    if hit is None:
+        first = np.full(vocab.size, -1, np.int16)
+        single = [-1] * 256
+        for t, data in enumerate(vocab.token_bytes):
+            if data:
+                first[t] = data[0]
+                if len(data) == 1 and single[data[0]] < 0:
+                    single[data[0]] = t
+        starts = np.stack([pack_bool(first == b) for b in range(256)])
+        hit = vocab.__dict__.setdefault("_first_byte_tables", (starts, single))
+    return hit  # type: ignore[no-any-return]
 
 
 _FINISHED = object()

@@ -234,7 +234,7 @@ def test_intersection_dead_end_raises_no_legal_continuation() -> None:
     assert len(And(Regex("ab*c|q"), Regex("a[xy]|q")).compile(byte_vocab()).matcher().mask()) == 1
 
 
-# --- JumpForward: forced bytes derived from masks equal the brute-force definition ---------------
+# --- forced bytes (derived from masks for CFG backends) equal the brute-force definition ----------
 
 FORCED_CASES = [
     ('start: "ab" ("c" | "d") "efg"', r"ab[cd]efg"),
@@ -259,12 +259,10 @@ def oracle_forced(pattern: str, prefix: bytes) -> bytes:
 @settings(max_examples=25, deadline=None)
 @given(data=st.data())
 def test_jump_forward_forced_bytes_match_oracle(text: str, pattern: str, data: Any) -> None:
-    from grammarmask.compose import JumpForward
     from grammarmask.strategies import prefixes
 
-    g = JumpForward(Lark(text))
+    g = Lark(text)
     compiled = g.compile(byte_vocab())
-    assert Lark(text).compile(byte_vocab()).forced_bytes(compiled.initial_state()) == b""  # nothing to reuse
     p = data.draw(prefixes(Lark(text), max_size=8))
     m = compiled.matcher()
     for c in p:
@@ -278,17 +276,14 @@ def test_jump_forward_forced_bytes_match_oracle(text: str, pattern: str, data: A
 
 
 def test_jump_forward_saves_model_calls_with_a_cfg_backend() -> None:
-    from grammarmask.compose import JumpForward
     from grammarmask.generate import generate
     from grammarmask.models import RandomModel
 
     text, pattern = FORCED_CASES[1]
     vocab = byte_vocabulary([b'{"', b'k"', b'":', b"22", b"}"])
-    for g in (Lark(text), JumpForward(Lark(text))):
-        r = generate(RandomModel(vocab.size, seed=3), vocab, g, max_tokens=30, seed=1)
-        assert r.finished and re.fullmatch(pattern, r.text)
-        if isinstance(g, JumpForward):
-            assert r.forced_tokens_used >= 4 and r.model_calls <= 2
+    r = generate(RandomModel(vocab.size, seed=3), vocab, Lark(text), max_tokens=30, seed=1)
+    assert r.finished and re.fullmatch(pattern, r.text)
+    assert r.forced_tokens_used >= 4 and r.model_calls <= 2
 
 
 # --- the real 131k tekken vocabulary ---------------------------------------------------------------
@@ -394,11 +389,10 @@ def test_jump_forward_on_tekken_halves_model_calls(tekken: Vocabulary) -> None:
 
     from benchmarks.bench_jump_forward import CONJUGATION
     from grammarmask.backends.json_schema import JsonSchema
-    from grammarmask.compose import JumpForward
     from grammarmask.generate import generate
     from grammarmask.models import RandomModel
 
-    g = JumpForward(JsonSchema(CONJUGATION, whitespace="compact")).compile(tekken)
+    g = JsonSchema(CONJUGATION, whitespace="compact").compile(tekken)
     for seed in range(5):
         on = generate(RandomModel(tekken.size, seed=seed), tekken, g, max_tokens=80, seed=seed)
         off = generate(
