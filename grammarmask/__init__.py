@@ -19,7 +19,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .errors import GrammarError, GrammarMaskError, NoLegalContinuation, TokenRejected, UnsupportedSchemaError
-from .grammar import And, CompiledGrammar, Grammar, Matcher
+from .grammar import CompiledGrammar, Grammar, Matcher
 from .mask import Mask
 from .vocab import Vocabulary
 
@@ -31,10 +31,11 @@ if TYPE_CHECKING:
     from .backends.regex import Regex
     from .batch import allocate_masks, fill_masks
     from .beam import BeamHypothesis, beam_search
-    from .compose import Sequence, Union
+    from .compose import And, Union
     from .generate import GenerationResult, generate
     from .models import LogitsModel, RandomModel, ScriptedModel, UniformModel
     from .sampling import SequenceStats, StepStats, sample, sample_with_stats
+    from .sequence import Sequence
 
 __version__ = "0.1.0"
 
@@ -54,8 +55,9 @@ _LAZY = {
     "UniformModel": ".models",
     "ScriptedModel": ".models",
     "RandomModel": ".models",
+    "And": ".compose",
     "Union": ".compose",
-    "Sequence": ".compose",
+    "Sequence": ".sequence",
     "beam_search": ".beam",
     "BeamHypothesis": ".beam",
     "fill_masks": ".batch",

@@ -1,25 +1,16 @@
-"""Composition beyond ``&``: the union ``a | b`` and the concatenation ``a + b`` of grammars.
+"""Composition: the intersection ``a & b``, the union ``a | b`` and (in :mod:`grammarmask.sequence`)
+the concatenation ``a + b`` of grammars.
 
-``Union(a, b, ...)`` accepts exactly ``L(a) ∪ L(b) ∪ ...``; ``Sequence(a, b, ...)`` accepts exactly
-``L(a) L(b) ...`` (for example free text up to a trigger, then a JSON schema: the "structural tag"
-pattern for tool calls). When every part is regular (``to_dfa()`` is not None) both compile to one
-byte DFA (:func:`grammarmask.automata.union` / :func:`~grammarmask.automata.concat`) and use the fast
-DFA index. Otherwise:
-
-- a union runs its parts side by side; its state is the tuple of the parts' states, ``None`` for a
-  part that has rejected the output so far; the mask is the OR of the live parts' masks;
-- a sequence keeps the *set* of alternatives ``(part index, part state)``, because where one part ends
-  can be ambiguous (``a*`` then ``a*``), and a token may cross from one part into the next in the
-  middle of its bytes. To step a part by a fraction of a token, the parts are compiled against the
-  vocabulary extended with the 256 single bytes (ids past ``vocab.size``, never legal in a mask);
-  tokens that cross a boundary are found by walking the token trie below the points where a part
-  can end (vectorised over the trie when the part is regular), cached per alternative.
+When every part is regular (``to_dfa()`` is not None) the composite compiles to one byte DFA
+(:func:`grammarmask.automata.product` / :func:`~grammarmask.automata.union`) and uses the fast DFA
+index; a product automaton is trimmed, so an intersection of regular grammars never dead-ends.
+Otherwise the parts run side by side: an intersection's mask is the AND of its parts' masks (which
+can dead-end: ``NoLegalContinuation`` is then the honest answer), a union's the OR of its live parts'
+(a part that rejected the output so far is dropped: its state becomes ``None``).
 """
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any
 
@@ -28,17 +19,12 @@ import numpy.typing as npt
 
 from .errors import GrammarError
 from .grammar import CompiledGrammar, Grammar
-from .mask import Mask
 from .vocab import Vocabulary
 
-__all__ = ["Sequence", "Union"]
+__all__ = ["And", "Union"]
 
 Words = npt.NDArray[np.uint32]
 State = Any
-_CACHE_LIMIT = 4096
-_MAX_CANDIDATES = 200_000
-# a trie of byte strings: (children by byte, token ids attached to the node)
-_Node = tuple[dict[int, Any], list[int]]
 
 
 def _flatten(cls: type, parts: tuple[Grammar, ...], what: str) -> tuple[Grammar, ...]:
@@ -76,6 +62,87 @@ def _fold(op: Any, dfas: list[Any]) -> Any:
     return out
 
 
+def _dfa_compiled(vocab: Vocabulary, dfa: Any) -> CompiledGrammar:
+    from .backends.regex import DfaCompiledGrammar
+
+    return DfaCompiledGrammar(vocab, dfa)
+
+
+class And(Grammar):
+    """All of the grammars at once (``a & b``): a token is legal iff every part allows it; the output
+    is complete iff every part's is.
+
+    When every part is regular this compiles to one product automaton, which never dead-ends.
+    Otherwise the parts run side by side and a dead end raises ``NoLegalContinuation`` from
+    ``Matcher.mask()``.
+    """
+
+    parts: tuple[Grammar, ...]
+
+    def __init__(self, *parts: Grammar) -> None:
+        self.parts = _flatten(And, parts, "And")
+
+    def __repr__(self) -> str:
+        return "(" + " & ".join(repr(p) for p in self.parts) + ")"
+
+    def cache_key(self) -> Hashable | None:
+        return _parts_key(self.parts)
+
+    def to_dfa(self) -> Any:
+        dfas = _dfas(self.parts)
+        if dfas is None:
+            return None
+        from .automata import product
+
+        return _fold(product, dfas)
+
+    def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
+        dfa = self.to_dfa()
+        if dfa is not None:
+            return _dfa_compiled(vocab, dfa)
+        return _AndCompiled(vocab, [p.compile(vocab) for p in self.parts])
+
+
+class _AndCompiled(CompiledGrammar):
+    """State: a tuple with each part's state."""
+
+    def __init__(self, vocab: Vocabulary, parts: list[CompiledGrammar]) -> None:
+        self.vocab = vocab
+        self.parts = parts
+
+    def initial_state(self) -> State:
+        return tuple(p.initial_state() for p in self.parts)
+
+    def state_mask_words(self, state: State) -> Words:
+        words = self.parts[0].state_mask_words(state[0])
+        for p, s in zip(self.parts[1:], state[1:], strict=True):
+            words = words & p.state_mask_words(s)
+        return words
+
+    def advance_state(self, state: State, token_id: int) -> State | None:
+        out = []
+        for p, s in zip(self.parts, state, strict=True):
+            n = p.advance_state(s, token_id)
+            if n is None:
+                return None
+            out.append(n)
+        return tuple(out)
+
+    def is_accepting_state(self, state: State) -> bool:
+        return all(p.is_accepting_state(s) for p, s in zip(self.parts, state, strict=True))
+
+    def forced_bytes(self, state: State) -> bytes:
+        # Every continuation satisfies every part: the longest part's run, if the others agree.
+        best = b""
+        for p, s in zip(self.parts, state, strict=True):
+            f = p.forced_bytes(s)
+            if f.startswith(best):
+                best = f
+            elif not best.startswith(f):
+                return b""
+        return best
+
+
 class Union(Grammar):
     """Any of the grammars: the output must be a sentence of at least one part (``a | b``).
 
@@ -110,9 +177,7 @@ class Union(Grammar):
     def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
         dfa = self.to_dfa()
         if dfa is not None:
-            from .backends.regex import DfaCompiledGrammar
-
-            return DfaCompiledGrammar(vocab, dfa)
+            return _dfa_compiled(vocab, dfa)
         return _UnionCompiled(vocab, [p.compile(vocab) for p in self.parts])
 
 
@@ -157,315 +222,3 @@ def _common_prefix(items: list[bytes]) -> bytes:
     while n < len(lo) and lo[n] == hi[n]:
         n += 1
     return lo[:n]
-
-
-class Sequence(Grammar):
-    """The grammars one after another: the output is ``x1 x2 ...`` with each ``xi`` in part ``i``
-    (``a + b``). Exact even where a part's end is ambiguous or a token straddles two parts.
-
-    Examples
-    --------
-    Free text up to a trigger, then a JSON object (the "structural tag" pattern)::
-
-        g = gm.Sequence(gm.Regex(r"[^<]*<tool>"), gm.JsonSchema(schema), gm.Regex(r"</tool>"))
-    """
-
-    parts: tuple[Grammar, ...]
-
-    def __init__(self, *parts: Grammar) -> None:
-        self.parts = _flatten(Sequence, parts, "Sequence")
-
-    def __repr__(self) -> str:
-        return "(" + " + ".join(repr(p) for p in self.parts) + ")"
-
-    def cache_key(self) -> Hashable | None:
-        return _parts_key(self.parts)
-
-    def to_dfa(self) -> Any:
-        dfas = _dfas(self.parts)
-        if dfas is None:
-            return None
-        from .automata import concat
-
-        return _fold(concat, dfas)
-
-    def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
-        dfa = self.to_dfa()
-        if dfa is not None:
-            from .backends.regex import DfaCompiledGrammar
-
-            return DfaCompiledGrammar(vocab, dfa)
-        ext = byte_extended(vocab)
-        parts: list[CompiledGrammar] = []
-        dfas: list[Any] = []
-        for p in self.parts:
-            d = p.to_dfa()
-            if d is not None:
-                from .backends.regex import DfaCompiledGrammar
-
-                parts.append(DfaCompiledGrammar(ext, d))  # state = DFA state, for the vectorised walk
-            else:
-                parts.append(p.compile(ext))
-            dfas.append(d)
-        return _SequenceCompiled(vocab, ext, parts, dfas)
-
-
-_EXT_LOCK = threading.Lock()
-
-
-def byte_extended(vocab: Vocabulary) -> Vocabulary:
-    """``vocab`` with the 256 single bytes appended as ids ``vocab.size + b`` (cached per vocabulary).
-
-    Ids below ``vocab.size`` mean the same; padding ids become special (never legal).
-    """
-    hit = vocab.__dict__.get("_byte_extended")
-    if hit is not None:
-        return hit  # type: ignore[no-any-return]
-    with _EXT_LOCK:
-        hit = vocab.__dict__.get("_byte_extended")
-        if hit is None:
-            n = len(vocab.token_bytes)
-            tokens = [*vocab.token_bytes, *([b""] * (vocab.size - n)), *(bytes([b]) for b in range(256))]
-            specials = set(vocab.special_ids) | set(range(n, vocab.size))
-            hit = Vocabulary(tokens, eos_token_id=vocab.eos_token_id, special_token_ids=specials)
-            vocab.__dict__["_byte_extended"] = hit
-    return hit
-
-
-class _SequenceCompiled(CompiledGrammar):
-    """State: a frozenset of alternatives ``(i, s)``, closed under "part ``i`` is complete in ``s``,
-    so part ``i + 1`` may start" (``(i + 1, initial)`` is then in the set)."""
-
-    def __init__(
-        self, vocab: Vocabulary, ext: Vocabulary, parts: list[CompiledGrammar], dfas: list[Any]
-    ) -> None:
-        self.vocab = vocab
-        self.ext = ext
-        self.parts = parts
-        self.dfas = dfas
-        self._n = len(parts)
-        self._tail = _tail_words(vocab)
-        self._cross: OrderedDict[tuple[int, State], Words] = OrderedDict()
-        self._cand_cache: dict[int, _Node | None] = {}
-        self._lock = threading.Lock()
-
-    # -- byte-level stepping of the parts (through the extended vocabulary's byte tokens) ----------
-
-    def _closure(self, alts: set[tuple[int, State]]) -> frozenset[tuple[int, State]]:
-        stack = list(alts)
-        while stack:
-            i, s = stack.pop()
-            if i + 1 < self._n and self.parts[i].is_accepting_state(s):
-                nxt = (i + 1, self.parts[i + 1].initial_state())
-                if nxt not in alts:
-                    alts.add(nxt)
-                    stack.append(nxt)
-        return frozenset(alts)
-
-    def _step_byte(self, alts: frozenset[tuple[int, State]], byte: int) -> frozenset[tuple[int, State]]:
-        tok = self.vocab.size + byte
-        out = set()
-        for i, s in alts:
-            n = self.parts[i].advance_state(s, tok)
-            if n is not None:
-                out.add((i, n))
-        return self._closure(out) if out else frozenset()
-
-    def initial_state(self) -> State:
-        return self._closure({(0, self.parts[0].initial_state())})
-
-    def is_accepting_state(self, state: State) -> bool:
-        last = self._n - 1
-        return any(i == last and self.parts[i].is_accepting_state(s) for i, s in state)
-
-    def advance_state(self, state: State, token_id: int) -> State | None:
-        data = self.vocab.token_bytes[token_id]
-        if not data:
-            return None
-        out: set[tuple[int, State]] = set()
-        for i, s in state:
-            n = self.parts[i].advance_state(s, token_id)
-            if n is not None:
-                out.add((i, n))
-            if i + 1 < self._n:
-                out.update(self._crossing_ends(i, s, data))
-        return self._closure(out) if out else None
-
-    def _crossing_ends(self, i: int, s: State, data: bytes) -> set[tuple[int, State]]:
-        """The alternatives after ``data`` that left part ``i`` inside ``data`` (after a nonempty
-        proper prefix of it, or at its start when ``s`` is complete: the closure has those)."""
-        out: set[tuple[int, State]] = set()
-        part = self.parts[i]
-        si: State = s
-        for k in range(len(data) - 1):
-            si = part.advance_state(si, self.vocab.size + data[k])
-            if si is None:
-                break
-            if part.is_accepting_state(si):
-                rest = self._closure({(i + 1, self.parts[i + 1].initial_state())})
-                for b in data[k + 1 :]:
-                    rest = self._step_byte(rest, b)
-                    if not rest:
-                        break
-                out.update(rest)
-        return out
-
-    # -- masks --------------------------------------------------------------------------------------
-
-    def state_mask_words(self, state: State) -> Words:
-        nw = self.vocab.n_words
-        out = np.zeros(nw, np.uint32)
-        for i, s in state:
-            out |= self.parts[i].state_mask_words(s)[:nw]
-            if i + 1 < self._n:
-                out |= self._crossing_words(i, s)
-        out &= self._tail
-        return out
-
-    def _crossing_words(self, i: int, s: State) -> Words:
-        key = (i, s)
-        with self._lock:
-            hit = self._cross.get(key)
-            if hit is not None:
-                self._cross.move_to_end(key)
-                return hit
-        words = self._compute_crossing(i, s)
-        with self._lock:
-            self._cross[key] = words
-            while len(self._cross) > _CACHE_LIMIT:
-                self._cross.popitem(last=False)
-        return words
-
-    def _compute_crossing(self, i: int, s: State) -> Words:
-        """Tokens that leave part ``i`` (from ``s``) strictly inside their bytes and go on legally."""
-        cands = self._candidates(i) if self.dfas[i] is None else None
-        if cands is not None:
-            return self._crossing_from_candidates(i, s, cands)
-        trie = self.vocab.trie
-        ends = self._end_nodes(i, s)
-        legal = np.zeros(self.vocab.size, dtype=bool)
-        start = self._closure({(i + 1, self.parts[i + 1].initial_state())})
-        for node in ends:
-            stack = [(node, start)]
-            while stack:
-                n, alts = stack.pop()
-                for c in range(int(trie.child_lo[n]), int(trie.child_hi[n])):
-                    nxt = self._step_byte(alts, int(trie.byte[c]))
-                    if nxt:
-                        legal[trie.tokens[trie.tok_lo[c] : trie.tok_hi[c]]] = True
-                        stack.append((c, nxt))
-        return Mask.from_bool(legal).words
-
-    def _crossing_from_candidates(self, i: int, s: State, root: _Node) -> Words:
-        """Walk the heads of the candidate tokens (see :meth:`_candidates`) with part ``i``."""
-        part = self.parts[i]
-        legal = np.zeros(self.vocab.size, dtype=bool)
-        stack = [(root, s)]
-        while stack:
-            node, ps = stack.pop()
-            for b, child in node[0].items():
-                nxt = part.advance_state(ps, self.vocab.size + b)
-                if nxt is None:
-                    continue
-                if child[1] and part.is_accepting_state(nxt):
-                    legal[child[1]] = True
-                if child[0]:
-                    stack.append((child, nxt))
-        return Mask.from_bool(legal).words
-
-    def _candidates(self, i: int) -> _Node | None:
-        """The tokens that could cross from part ``i`` into the next: those with a split ``head +
-        tail`` (both nonempty) where ``tail`` goes on legally from the start of part ``i + 1``. They
-        do not depend on part ``i``'s state, so they are found once; returned as a trie of the heads
-        (``(children by byte, token ids whose head ends here)``), or None when there are too many
-        (then the whole token trie is walked instead)."""
-        with self._lock:
-            if i in self._cand_cache:
-                return self._cand_cache[i]
-        start = self._closure({(i + 1, self.parts[i + 1].initial_state())})
-        first = {b for b in range(256) if self._step_byte(start, b)}
-        after: dict[bytes, frozenset[tuple[int, State]]] = {}
-        root: _Node = ({}, [])
-        pairs = 0
-        result: _Node | None = root
-        special = self.vocab.special_ids
-        for t, data in enumerate(self.vocab.token_bytes):
-            if len(data) < 2 or t in special:
-                continue
-            for k in range(1, len(data)):
-                if data[k] not in first or not self._tail_viable(data[k:], start, after):
-                    continue
-                pairs += 1
-                node = root
-                for b in data[:k]:
-                    node = node[0].setdefault(b, ({}, []))
-                node[1].append(t)
-            if pairs > _MAX_CANDIDATES or len(after) > _MAX_CANDIDATES:
-                result = None
-                break
-        with self._lock:
-            self._cand_cache[i] = result
-        return result
-
-    def _tail_viable(
-        self,
-        tail: bytes,
-        start: frozenset[tuple[int, State]],
-        memo: dict[bytes, frozenset[tuple[int, State]]],
-    ) -> bool:
-        """Whether ``tail`` goes on legally from ``start`` (memoised by prefix)."""
-        j = len(tail)
-        while j and tail[:j] not in memo:
-            j -= 1
-        alts = memo[tail[:j]] if j else start
-        while j < len(tail) and alts:
-            alts = self._step_byte(alts, tail[j])
-            j += 1
-            memo[tail[:j]] = alts
-        return bool(alts)
-
-    def _end_nodes(self, i: int, s: State) -> list[int]:
-        """Non-root trie nodes whose path takes part ``i`` from ``s`` to a complete state."""
-        trie = self.vocab.trie
-        dfa = self.dfas[i]
-        if dfa is not None:
-            st = np.zeros(trie.n_nodes, np.int64)
-            st[0] = s
-            table = dfa.transitions
-            lv = trie.level_lo
-            for d in range(1, len(lv) - 1):
-                lo, hi = int(lv[d]), int(lv[d + 1])
-                st[lo:hi] = table[st[trie.parent[lo:hi]], trie.byte[lo:hi]]
-            ok = dfa.accepting[st]
-            ok[0] = False
-            return np.flatnonzero(ok).tolist()  # type: ignore[no-any-return]
-        part = self.parts[i]
-        out = []
-        stack = [(0, s)]
-        clo, chi = trie.child_lo, trie.child_hi
-        while stack:
-            n, ps = stack.pop()
-            for c in range(int(clo[n]), int(chi[n])):
-                if clo[c] == chi[c]:
-                    continue  # a leaf: no token goes on past it into the next part
-                nxt = part.advance_state(ps, self.vocab.size + int(trie.byte[c]))
-                if nxt is not None:
-                    if part.is_accepting_state(nxt):
-                        out.append(c)
-                    stack.append((c, nxt))
-        return out
-
-    def forced_bytes(self, state: State) -> bytes:
-        forced = []
-        for i, s in state:
-            p = self.parts[i]
-            if p.is_accepting_state(s) and i + 1 < self._n and not p.state_mask_words(s).any():
-                continue  # part i can only end here: the next part (in the set) decides
-            forced.append(p.forced_bytes(s))
-        return _common_prefix(forced)
-
-
-def _tail_words(vocab: Vocabulary) -> Words:
-    """All-ones words cut at ``vocab.size`` (clears the extended vocabulary's byte ids)."""
-    words: Words = np.array(Mask.all(vocab.size).words, dtype=np.uint32)
-    return words

@@ -30,7 +30,7 @@ from .errors import GrammarError, NoLegalContinuation, TokenRejected
 from .mask import Mask, pack_bool
 from .vocab import Vocabulary
 
-__all__ = ["And", "CompiledGrammar", "Grammar", "Matcher"]
+__all__ = ["CompiledGrammar", "Grammar", "Matcher"]
 
 State = Any
 Words = npt.NDArray[np.uint32]
@@ -77,6 +77,8 @@ class Grammar(ABC):
     def __and__(self, other: Grammar) -> Grammar:
         if not isinstance(other, Grammar):
             return NotImplemented
+        from .compose import And
+
         return And(self, other)
 
     def __or__(self, other: Grammar) -> Grammar:
@@ -89,7 +91,7 @@ class Grammar(ABC):
     def __add__(self, other: Grammar) -> Grammar:
         if not isinstance(other, Grammar):
             return NotImplemented
-        from .compose import Sequence
+        from .sequence import Sequence
 
         return Sequence(self, other)
 
@@ -365,90 +367,3 @@ def _longest_token(trie: Any, data: bytes, probe: Matcher) -> int | None:
             if probe.compiled.advance_state(probe.state, t) is not None:
                 return t
     return None
-
-
-class And(Grammar):
-    """Both grammars at once: a token is legal iff both allow it; finished iff both are.
-
-    When both sides are regular (``to_dfa()``), this compiles to one product automaton, which never
-    dead-ends. Otherwise the two run side by side and a dead end raises ``NoLegalContinuation``.
-    """
-
-    parts: tuple[Grammar, ...]
-
-    def __init__(self, *parts: Grammar) -> None:
-        flat: list[Grammar] = []
-        for p in parts:
-            if not isinstance(p, Grammar):
-                raise GrammarError(f"And takes grammars, got {type(p).__name__}")
-            flat.extend(p.parts if isinstance(p, And) else [p])
-        if len(flat) < 2:
-            raise GrammarError("And needs at least two grammars")
-        self.parts = tuple(flat)
-
-    def __repr__(self) -> str:
-        return " & ".join(repr(p) for p in self.parts)
-
-    def cache_key(self) -> Hashable | None:
-        keys = [p.cache_key() for p in self.parts]
-        return (
-            None
-            if any(k is None for k in keys)
-            else tuple((type(p).__qualname__, k) for p, k in zip(self.parts, keys))
-        )
-
-    def to_dfa(self) -> Any:
-        dfas = [p.to_dfa() for p in self.parts]
-        if any(d is None for d in dfas):
-            return None
-        from .automata import product
-
-        out = dfas[0]
-        for d in dfas[1:]:
-            out = product(out, d)
-        return out
-
-    def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
-        dfa = self.to_dfa()
-        if dfa is not None:
-            from .backends.regex import DfaCompiledGrammar
-
-            return DfaCompiledGrammar(vocab, dfa)
-        return _AndCompiled(vocab, [p.compile(vocab) for p in self.parts])
-
-
-class _AndCompiled(CompiledGrammar):
-    def __init__(self, vocab: Vocabulary, parts: list[CompiledGrammar]) -> None:
-        self.vocab = vocab
-        self.parts = parts
-
-    def initial_state(self) -> State:
-        return tuple(p.initial_state() for p in self.parts)
-
-    def state_mask_words(self, state: State) -> Words:
-        words = self.parts[0].state_mask_words(state[0])
-        for p, s in zip(self.parts[1:], state[1:]):
-            words = words & p.state_mask_words(s)
-        return words
-
-    def advance_state(self, state: State, token_id: int) -> State | None:
-        out = []
-        for p, s in zip(self.parts, state):
-            n = p.advance_state(s, token_id)
-            if n is None:
-                return None
-            out.append(n)
-        return tuple(out)
-
-    def is_accepting_state(self, state: State) -> bool:
-        return all(p.is_accepting_state(s) for p, s in zip(self.parts, state))
-
-    def forced_bytes(self, state: State) -> bytes:
-        best = b""
-        for p, s in zip(self.parts, state):
-            f = p.forced_bytes(s)
-            if f.startswith(best):
-                best = f
-            elif not best.startswith(f):
-                return b""
-        return best

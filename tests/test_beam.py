@@ -13,8 +13,8 @@ import pytest
 from grammarmask.backends.lark import Lark
 from grammarmask.backends.regex import Regex
 from grammarmask.beam import beam_search
+from grammarmask.compose import And
 from grammarmask.errors import GrammarError, NoLegalContinuation
-from grammarmask.grammar import And
 from grammarmask.models import RandomModel, ScriptedModel
 from grammarmask.testing import byte_vocabulary
 from grammarmask.vocab import Vocabulary

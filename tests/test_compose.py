@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 
 from grammarmask.backends.lark import Lark
 from grammarmask.backends.regex import DfaCompiledGrammar, Regex
-from grammarmask.compose import Sequence, Union
+from grammarmask.compose import And, Union
 from grammarmask.errors import GrammarError, NoLegalContinuation
-from grammarmask.grammar import And, CompiledGrammar, Grammar
+from grammarmask.grammar import CompiledGrammar, Grammar
+from grammarmask.sequence import Sequence
 from grammarmask.strategies import byte_vocab, token_paths
 from grammarmask.testing import assert_mask_exact, byte_vocabulary
 from grammarmask.vocab import Vocabulary
@@ -317,10 +318,10 @@ def test_union_on_tekken_matches_oracle(tekken: Vocabulary, data: Any) -> None:
 @settings(max_examples=15, deadline=None)
 @given(data=st.data())
 def test_sequence_crossing_paths_agree_with_oracle(limit: int, data: Any) -> None:
-    import grammarmask.compose as compose
+    import grammarmask.sequence as sequence
 
-    old = compose._MAX_CANDIDATES
-    compose._MAX_CANDIDATES = limit
+    old = sequence._MAX_CANDIDATES
+    sequence._MAX_CANDIDATES = limit
     try:
         a, b = r"(ab|a)*[{]?", r"(}x|x|\}|[0-9]*,a)+"
         compiled = Sequence(Opaque(Regex(a)), Opaque(Regex(b)), Opaque(Regex("b?1,?"))).compile(VOCAB)
@@ -328,7 +329,7 @@ def test_sequence_crossing_paths_agree_with_oracle(limit: int, data: Any) -> Non
         viable, complete = oracle(f"(?:{a})(?:{b})(?:b?1,?)")
         assert_mask_exact(compiled, path, viable, complete)
     finally:
-        compose._MAX_CANDIDATES = old
+        sequence._MAX_CANDIDATES = old
 
 
 BALANCED = 'start: s\ns: ("(" s ")")*'

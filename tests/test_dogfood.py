@@ -18,9 +18,10 @@ from grammarmask.backends.gbnf import Gbnf
 from grammarmask.backends.json_schema import JsonSchema
 from grammarmask.backends.lark import Lark
 from grammarmask.backends.regex import Regex
-from grammarmask.compose import Sequence, Union
+from grammarmask.compose import Union
 from grammarmask.lint import lint_gbnf, lint_lark
 from grammarmask.pytest_plugin import check_grammar, check_grammar_fixture, grammar_test  # noqa: F401 (fixture)
+from grammarmask.sequence import Sequence
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 GRAMMARS = os.path.join(ROOT, "grammars")
