@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from grammarmask.backends.json_schema import JsonSchema, SchemaWarning
 from grammarmask.backends.jsonschema.formats import FORMATS
+from grammarmask.backends.jsonschema.keyset import key_regex
 from grammarmask.backends.jsonschema.numbers import number_regex
 from grammarmask.backends.jsonschema.strings import pattern_regex
 from grammarmask.errors import GrammarError, UnsupportedSchemaError
@@ -176,6 +177,33 @@ def test_long_strings_are_chunked_exactly(lo: int, hi: int) -> None:
             assert parses(parser, json.dumps(s, ensure_ascii=False)) == (lo <= n <= hi), (lo, hi, n)
 
 
+KEY_PATTERNS = [r"^x-", r"^[a-z_]+$", r"a", r"\d", r".*", r"^.+$", r"^[^/]", r"b|^c", r"^(ab)*$"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    match=st.lists(st.sampled_from(KEY_PATTERNS), max_size=2, unique=True),
+    avoid=st.lists(st.sampled_from(KEY_PATTERNS), max_size=2, unique=True),
+    exclude=st.lists(st.text("abx-_/c1", max_size=3), max_size=3),
+    keys=st.lists(st.text('abx-_/c1\u0663é\n"', max_size=5), min_size=5, max_size=15),
+)
+def test_key_sets_match_re_search(
+    match: list[str], avoid: list[str], exclude: list[str], keys: list[str]
+) -> None:
+    r = key_regex(match, avoid, exclude)
+    for k in keys:
+        want = (
+            all(re.search(p, k) for p in match)
+            and not any(re.search(p, k) for p in avoid)
+            and k not in exclude
+        )
+        got = r is not None and re.fullmatch(r, json.dumps(k, ensure_ascii=False)[1:-1]) is not None
+        if got:
+            assert want, (match, avoid, exclude, k)  # sound against jsonschema's re.search
+        elif want:
+            assert "\n" in k, (match, avoid, exclude, k, r)  # complete except line terminators
+
+
 # ---- structure ----------------------------------------------------------------------------------------
 
 CASES: list[tuple[dict[str, Any], list[Any], list[Any]]] = [
@@ -304,6 +332,24 @@ CASES: list[tuple[dict[str, Any], list[Any], list[Any]]] = [
         {"type": "string", "pattern": "^[0-9a-f]+$", "minLength": 2, "maxLength": 4},
         ["ab", "0f0f"],
         ["a", "abcde"],
+    ),
+    (
+        {
+            "type": "object",
+            "properties": {"id": {"type": "string"}},
+            "patternProperties": {"^x-": {"type": "integer"}},
+        },
+        [{"id": "a", "x-1": 2, "y": [1]}, {"x-": 0}],
+        [{"x-1": "s"}, {"id": 1}],
+    ),
+    (
+        {
+            "type": "object",
+            "patternProperties": {"a": {"type": "integer"}, "b": {"minimum": 3}},
+            "additionalProperties": {"type": "null"},
+        },
+        [{"ab": 3, "a": 1, "z": None}, {"b": "s"}],
+        [{"ab": 2}, {"a": "s"}, {"z": 1}],
     ),
 ]
 

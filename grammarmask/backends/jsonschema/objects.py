@@ -7,13 +7,15 @@ keywords (``minProperties``, ``maxItems``, ``minContains``, ...) become a counte
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any, cast
 
 from ...errors import GrammarError
-from .keywords import canonical, is_trivial
-from .strings import key_not_in, literal, pattern_regex, regex_terminal
+from .keyset import KeySetTooLarge, key_regex
+from .keywords import is_trivial
+from .strings import key_not_in, literal, regex_terminal
 
 if TYPE_CHECKING:
     from .compiler import Compiler
@@ -255,35 +257,65 @@ class ObjectBuilder:
                 key_re = key_not_in(taken)
             else:
                 key_re = self.names_regex(pnames, taken, ptr, resolver)
-        elif addl is False:
-            if not is_trivial(pnames):
-                c.unsupported("propertyNames", ptr, "propertyNames together with patternProperties")
-            if any(_search(p, k) for p in pats for k in taken):
-                c.unsupported(
-                    "patternProperties",
-                    ptr,
-                    "a declared property also matches a patternProperties "
-                    "pattern, so further keys matching it cannot be told apart",
-                )
-            schemas = {canonical(v) for v in pats.values()}
-            if len(schemas) > 1:
-                c.unsupported("patternProperties", ptr, "several patternProperties with different schemas")
-            val = c.value(next(iter(pats.values())), f"{ptr}/patternProperties", resolver)
-            key_re = "(?:" + "|".join(pattern_regex(p, f"{ptr}/patternProperties")[0] for p in pats) + ")"
-        else:
-            if not (is_trivial(addl) and all(is_trivial(v) for v in pats.values())):
-                c.unsupported(
-                    "patternProperties",
-                    ptr,
-                    "patternProperties with additionalProperties other "
-                    "than false needs a regex complement, which is not supported",
-                )
+        elif is_trivial(addl) and all(is_trivial(v) for v in pats.values()) and is_trivial(pnames):
             val = c.value(addl, f"{ptr}/additionalProperties", resolver)
             key_re = key_not_in(taken)
+        else:
+            if not is_trivial(pnames):
+                c.unsupported("propertyNames", ptr, "propertyNames together with patternProperties")
+            return self.pattern_regions(pats, addl, taken, ptr, resolver)
         if val is None or key_re is None:
             return None
         k_term = regex_terminal('"' + key_re + '"')
         return c.rule(f'{w} {k_term} {w} ":" {w} {val} {w}', "x")
+
+    def pattern_regions(
+        self, pats: dict[str, Any], addl: Any, taken: list[str], ptr: str, resolver: Any
+    ) -> str | None:
+        """Further members when patternProperties apply: one key region per set of matching patterns.
+
+        A key matching exactly the patterns T (and not declared) takes ``allOf`` of their schemas; a
+        key matching none takes ``additionalProperties``. Regions come from key DFAs (``keyset``).
+        """
+        c = self.c
+        w = c.ws
+        names = list(pats)
+        if len(names) > 3:
+            c.unsupported("patternProperties", ptr, "more than 3 patternProperties with further keys")
+            return None
+        regions: list[tuple[list[str], Any]] = []
+        for size in range(1, len(names) + 1):
+            for combo in itertools.combinations(names, size):
+                parts = [pats[p] for p in combo]
+                regions.append((list(combo), parts[0] if len(parts) == 1 else {"allOf": parts}))
+        if addl is not False:
+            regions.append(([], addl))
+        members = []
+        for subset, sch in regions:
+            others = [p for p in names if p not in subset]
+            try:
+                key_re = key_regex(subset, others, taken)
+            except (KeySetTooLarge, re.error, RecursionError) as e:
+                c.unsupported(
+                    "patternProperties", ptr, f"the key sets of these patterns are too complex ({e})"
+                )
+                return None
+            if key_re is None:
+                continue
+            kp = f"{ptr}/patternProperties" if subset else f"{ptr}/additionalProperties"
+            val = (
+                c.synthetic(sch, kp, resolver)
+                if isinstance(sch, dict) and "allOf" in sch and len(subset) > 1
+                else c.value(sch, kp, resolver)
+            )
+            if val is None:
+                continue
+            members.append(
+                c.rule(f'{w} {regex_terminal(chr(34) + key_re + chr(34))} {w} ":" {w} {val} {w}', "x")
+            )
+        if not members:
+            return None
+        return members[0] if len(members) == 1 else c.rule(" | ".join(members), "x")
 
     def names_regex(self, pnames: Any, taken: list[str], ptr: str, resolver: Any) -> str | None:
         c = self.c
