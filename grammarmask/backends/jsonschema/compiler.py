@@ -342,6 +342,10 @@ class Compiler:
             if not isinstance(cands, list):
                 raise GrammarError(f"at {ptr or '/'}: enum must be an array")
             lits: list[str] = []
+            # Each candidate (or its 1.0 form) equals itself, so its own list need not be re-checked:
+            # validating against the rest keeps this linear in the size of the enum.
+            own = "enum" if "enum" in s else "const"
+            rest = {k: x for k, x in s.items() if k != own}
             for v in cands:
                 if (
                     isinstance(v, (int, float))
@@ -349,11 +353,11 @@ class Compiler:
                     and abs(v) < 1e300
                     and float(v).is_integer()
                 ):
-                    forms = [f for f, x in ((0, int(v)), (1, float(v))) if self.validates(s, x, resolver)]
+                    forms = [f for f, x in ((0, int(v)), (1, float(v))) if self.validates(rest, x, resolver)]
                     if forms:
                         tail = {(0,): "", (1,): r"\.0+", (0, 1): r"(?:\.0+)?"}[tuple(forms)]
                         lits.append(regex_terminal(str(int(v)) + tail))
-                elif self.validates(s, v, resolver):
+                elif self.validates(rest, v, resolver):
                     lits.append(self.literal(v))
             lits = list(dict.fromkeys(lits))
             return " | ".join(lits) if lits else self.empty(ptr, "no enum/const value satisfies the schema")

@@ -4,7 +4,8 @@ Each accepts a subset of what the format's RFC allows and of what ``jsonschema``
 accepts (``date.fromisoformat``, ``ipaddress``, ``uuid.UUID``), so an accepted string is valid under
 both. Deliberate narrowings: no leap seconds, hostnames of at most 4 labels of at most 62 characters,
 IPv6 without zone ids, e-mail local parts without quoting, URIs with a registered-name or IPv4 host.
-All are ASCII without characters that JSON escapes, so the text equals the decoded string.
+IRIs are limited to URIs (ASCII). ``byte`` is OpenAPI's base64. All are ASCII without characters that
+JSON escapes, so the text equals the decoded string.
 """
 
 from __future__ import annotations
@@ -60,6 +61,14 @@ URI = (
     f"|{_PCHAR}+(?:/{_PCHAR}*)*)?(?:\\?{_QF})?(?:#{_QF})?"
 )
 
+_SEG_NC = f"(?:[A-Za-z0-9._~!$&'()*+,;=@-]|{_PCT})+"
+_RELATIVE = (
+    f"(?://{_AUTH}(?:/{_PCHAR}*)*|/(?:{_PCHAR}+(?:/{_PCHAR}*)*)?|{_SEG_NC}(?:/{_PCHAR}*)*)?"
+    f"(?:\\?{_QF})?(?:#{_QF})?"
+)
+URI_REFERENCE = f"(?:{URI}|{_RELATIVE})"
+BYTE = "(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?"  # base64 (OpenAPI "byte")
+
 FORMATS: dict[str, str] = {
     "date-time": DATE_TIME,
     "date": DATE,
@@ -71,6 +80,10 @@ FORMATS: dict[str, str] = {
     "ipv6": IPV6,
     "uuid": UUID,
     "uri": URI,
+    "uri-reference": URI_REFERENCE,
+    "iri": URI,
+    "iri-reference": URI_REFERENCE,
+    "byte": BYTE,
 }
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterable
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from ...errors import UnsupportedSchemaError
@@ -177,7 +177,12 @@ def _contains(r: Ranges, cp: int) -> bool:
 
 def literal(s: str) -> str:
     """Regex for the JSON text (without quotes) of the string ``s``."""
-    return "".join(encode_set([(ord(c), ord(c))]) or "" for c in s)
+    return "".join(_char(c) for c in s)
+
+
+@lru_cache(maxsize=4096)
+def _char(c: str) -> str:
+    return encode_set([(ord(c), ord(c))]) or ""
 
 
 def _group(alts: list[str]) -> str:
