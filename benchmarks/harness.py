@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import resource
 import subprocess
 import sys
@@ -68,7 +69,7 @@ def run_worker(engine_name: str, spec_path: str, names: list[str]) -> None:
         vocab.eos_token_id,
         specials,
         vocab.size,
-        lambda text: [int(t) for t in tok.encode(text, bos=False, eos=False)],
+        lambda text: _tokenize(tok, vocab, text) or [],  # exact bytes: no sentencepiece dummy prefix
     )
     prep = time.perf_counter() - t0
     eos = vocab.eos_token_id
@@ -166,7 +167,10 @@ def _tokenize(tok: Any, vocab: Any, text: str) -> list[int] | None:
 
 
 def _greedy(vocab: Any, data: bytes) -> list[int]:
-    index = {b: i for i, b in enumerate(vocab.token_bytes) if b and i not in vocab.special_ids}
+    index = vocab.__dict__.get("_bench_index")
+    if index is None:
+        index = {b: i for i, b in enumerate(vocab.token_bytes) if b and i not in vocab.special_ids}
+        vocab.__dict__["_bench_index"] = index
     out, i = [], 0
     while i < len(data):
         for j in range(len(data), i, -1):
@@ -288,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         report = json.loads(Path(args.render).read_text())
         write_report(report, Path(args.out))
         if args.readme:
-            update_readme(markdown(report))
+            update_readme(compact_markdown(report))
         return 0
     host = machine()
     workloads = [w for w in W.build(jsb_per_dataset=args.jsb) if args.only in w.name]
@@ -340,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     write_report(report, Path(args.out))
     print(f"wrote {args.out}.json and {args.out}.md", file=sys.stderr)
     if args.readme:
-        update_readme(markdown(report))
+        update_readme(compact_markdown(report))
     return 0
 
 
@@ -371,6 +375,72 @@ def _cell(r: dict[str, Any] | None) -> list[str]:
     ]
 
 
+def _engines(res: list[dict[str, Any]]) -> list[str]:
+    names = {r["engine"] for r in res}
+    return [e for e in ("grammarmask", "xgrammar", "llguidance", "outlines_core") if e in names]
+
+
+def _short(r: dict[str, Any] | None) -> str:
+    """A compact cell: compile ms / mask p50 us / p99 us, and refusals if any."""
+    if r is None:
+        return "-"
+    if r.get("status") != "ok":
+        return str(r.get("status", "?"))
+    cell = f"{_f(r['compile_s'] * 1e3, 1)} / {_f(r['p50_us'], 1)} / {_f(r['p99_us'], 0)}"
+    return cell + (f" ({r['refused']} refused)" if r["refused"] else "")
+
+
+def compact_markdown(report: dict[str, Any]) -> str:
+    """The README's version: one row per workload with the engines side by side, and the
+    JSONSchemaBench summary per sub-dataset; the full tables are in results/latest.md."""
+    full = markdown(report)
+    head = full.split("| tokenizer | workload |")[0]
+    res = [dict(r, group=_group(r)) for r in report["results"] if "workload" in r]
+    engines = _engines(res)
+    main = [r for r in res if not r["group"].startswith("JSONSchemaBench")]
+    lines = [
+        head.rstrip(),
+        "",
+        "Each cell: compile ms / mask p50 us / mask p99 us (refused documents, if any).",
+        "",
+    ]
+    lines += ["| tokenizer | workload | " + " | ".join(engines) + " |", "|---|---|" + "---|" * len(engines)]
+    by = {(r["tokenizer"], r["workload"], r["engine"]): r for r in main}
+    for t, w in dict.fromkeys((r["tokenizer"], r["workload"]) for r in main):
+        lines.append(f"| {t} | {w} | " + " | ".join(_short(by.get((t, w, e))) for e in engines) + " |")
+    jsb = [r for r in res if r["group"].startswith("JSONSchemaBench")]
+    if jsb:
+        lines += [
+            "",
+            "JSONSchemaBench sample (MaskBench method). Each cell: schemas compiled / valid instances "
+            "refused / invalid instances accepted / median mask p50 us.",
+            "",
+        ]
+        lines += [
+            "| tokenizer | sub-dataset | " + " | ".join(engines) + " |",
+            "|---|---|" + "---|" * len(engines),
+        ]
+        for t, g in sorted({(r["tokenizer"], r["group"].split("/", 1)[1]) for r in jsb}):
+            cells = []
+            for e in engines:
+                rs = [
+                    r
+                    for r in jsb
+                    if r["tokenizer"] == t and r["group"].endswith("/" + g) and r["engine"] == e
+                ]
+                ok = [r for r in rs if r.get("status") == "ok"]
+                p50 = _f(_pct([r["p50_us"] for r in ok], 0.5), 1)
+                refused, accepted = sum(r["refused"] for r in ok), sum(r["invalid_accepted"] for r in ok)
+                cells.append(f"{len(ok)}/{len(rs)} / {refused} / {accepted} / {p50}")
+            lines.append(f"| {t} | {g} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "Full tables (max step time, peak RSS, JSONSchemaBench compile times) and every refusal "
+        "with its reason: [benchmarks/results/latest.md](benchmarks/results/latest.md).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def markdown(report: dict[str, Any]) -> str:
     """The results as markdown tables: vocabulary preprocessing, per-workload figures, JSONSchemaBench."""
     m = report["machine"]
@@ -379,7 +449,8 @@ def markdown(report: dict[str, Any]) -> str:
         + (f", load average {m['load']:.1f} when it started." if m.get("load") is not None else "."),
         "",
     ]
-    res = [r for r in report["results"] if "workload" in r]
+    lines += [f"Note: {_clean(n)}" for n in report.get("notes", [])] + ([""] if report.get("notes") else [])
+    res = [dict(r, group=_group(r)) for r in report["results"] if "workload" in r]
     prep: dict[tuple[str, str], dict[str, Any]] = {}
     for r in res:
         if "vocab_prep_s" in r:
@@ -440,14 +511,32 @@ def markdown(report: dict[str, Any]) -> str:
     if errors:
         lines += ["", "<details><summary>Refusals and errors</summary>", ""]
         lines += [
-            f"- {r['tokenizer']} {r['workload']} {r['engine']}: {r['status']}: {r['error']}" for r in errors
+            f"- {r['tokenizer']} {r['workload']} {r['engine']}: {r['status']}: {_clean(r['error'])}"
+            for r in errors
         ]
         lines += ["", "</details>"]
     refusals = [r for r in res if r.get("first_refusal")]
     if refusals:
         lines += ["", "Wrongly refused documents (first refusal):", ""]
-        lines += [f"- {r['tokenizer']} {r['workload']} {r['engine']}: {r['first_refusal']}" for r in refusals]
+        lines += [
+            f"- {r['tokenizer']} {r['workload']} {r['engine']}: {_clean(r['first_refusal'])}"
+            for r in refusals
+        ]
     return "\n".join(lines) + "\n"
+
+
+def _clean(text: Any) -> str:
+    """One printable line: control characters and lone surrogates escaped, whitespace collapsed."""
+    out = re.sub(r"[\x00-\x08\x0b-\x1f\x7f\ud800-\udfff]", lambda m: f"\\u{ord(m.group(0)):04x}", str(text))
+    return " ".join(out.split())
+
+
+def _group(r: dict[str, Any]) -> str:
+    """The workload's group (results of a timed-out worker carry only the workload name)."""
+    name = str(r["workload"])
+    if r.get("group"):
+        return str(r["group"])
+    return "JSONSchemaBench/" + name.split("/")[1] if name.startswith("jsb/") else ""
 
 
 def write_report(report: dict[str, Any], out: Path) -> None:
