@@ -25,6 +25,7 @@ from jsonschema.validators import validator_for
 from ...errors import GrammarError, UnsupportedSchemaError
 from . import objects
 from .formats import FORMATS, format_width
+from .keyset import KeySetTooLarge, key_regex
 from .keywords import ENFORCED, REFUSED, is_trivial, merge, normalize, refuse, types_of
 from .numbers import JSON_NUMBER, number_regex
 from .strings import ANY_CHAR, NOTHING, key_not_in, literal, pattern_regex, plain_string, regex_terminal
@@ -436,6 +437,9 @@ class Compiler:
         if keys == {"required"}:
             s["_forbidden"] = list(s.get("_forbidden", [])) + list(n["required"])
             return types & {"object"}
+        if keys == {"pattern"} and isinstance(n["pattern"], str):
+            s["_not_patterns"] = list(s.get("_not_patterns", [])) + [n["pattern"]]
+            return types
         self.unsupported(
             "not", ptr, "only 'not' of type, enum/const, required or anyOf of those is supported"
         )
@@ -513,6 +517,8 @@ class Compiler:
 
     def string(self, s: dict[str, Any], ptr: str, excluded: list[str]) -> str | None:
         lo, hi = s.get("minLength", 0), s.get("maxLength")
+        if s.get("_not_patterns"):
+            return self.string_avoiding(s, ptr, excluded)
         plain = not any(k in s for k in ("pattern", "format")) and not excluded
         if plain and isinstance(hi, int) and hi > LONG_STRING and isinstance(lo, int) and 0 <= lo <= CHUNK:
             return self.long_string(lo, hi)
@@ -525,6 +531,23 @@ class Compiler:
             else:
                 body = key_not_in(excluded)
         return regex_terminal(f'"{body}"')
+
+    def string_avoiding(self, s: dict[str, Any], ptr: str, excluded: list[str]) -> str | None:
+        """A string that ``re.search``-matches none of ``not: {pattern}``: a key-set DFA (no line
+        terminators in the string, a narrowing)."""
+        lo, hi = s.get("minLength", 0), s.get("maxLength")
+        match = [s["pattern"]] if isinstance(s.get("pattern"), str) else []
+        if hi is not None or lo > 1 or "format" in s:
+            self.unsupported("not", ptr, "'not pattern' together with format or length limits")
+            return None
+        if lo == 1:
+            match.append(".")
+        try:
+            body = key_regex(match, list(s["_not_patterns"]), excluded)
+        except (KeySetTooLarge, re.error, RecursionError) as e:
+            self.unsupported("not", ptr, f"'not pattern' is too complex here ({e})")
+            return None
+        return None if body is None else regex_terminal(f'"{body}"')
 
     def long_string(self, lo: int, hi: int) -> str:
         """A string of lo..hi characters as chunk lexemes, so no automaton has to count to ``hi``.

@@ -12,6 +12,8 @@ import re
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any, cast
 
+from jsonschema._utils import equal
+
 from ...errors import GrammarError
 from .keyset import KeySetTooLarge, key_regex
 from .keywords import is_trivial
@@ -111,7 +113,10 @@ class ObjectBuilder:
             if mc is not None and (hi is None or mc < hi):
                 c.unsupported("maxContains", ptr, "maxContains below maxItems is not supported")
         if s.get("uniqueItems") is True and (hi is None or hi > 1):
-            c.unsupported("uniqueItems", ptr, "uniqueItems is not supported (not a context-free constraint)")
+            unique = self.unique_enum(s, lo, hi, ptr, resolver)
+            if unique is None or isinstance(unique, str):
+                return unique
+            c.unsupported("uniqueItems", ptr, "uniqueItems is only supported over a small enum of items")
         need = need or 0
         cache: dict[tuple[int, bool], str | None] = {}
 
@@ -157,6 +162,48 @@ class ObjectBuilder:
         if body:
             alts.append(f'"[" {body} "]"')
         return " | ".join(alts) if alts else c.empty(ptr, "no array fits minItems/maxItems/contains")
+
+    def unique_enum(self, s: dict[str, Any], lo: int, hi: int | None, ptr: str, resolver: Any) -> Any:
+        """Arrays of distinct values from a finite enum (at most 10): the state is the set used.
+
+        Returns the expression, None (no array fits) or False (not this case)."""
+        c = self.c
+        w = c.ws
+        if s.get("prefixItems") or s.get("contains") is not None:
+            return False
+        items = s["items"] if "items" in s else s.get("unevaluatedItems", True)
+        try:
+            flat = c.flatten(items, f"{ptr}/items", resolver) if isinstance(items, dict) else None
+        except GrammarError:
+            return False
+        if not flat or ("enum" not in flat and "const" not in flat):
+            return False
+        cands = flat.get("enum", [flat.get("const")])
+        vals: list[Any] = []
+        for v in cands:
+            if c.validates(items, v, resolver) and not any(equal(v, x) for x in vals):
+                vals.append(v)
+        if len(vals) > 10:
+            return False
+        lits = [c.literal(v) for v in vals]
+        top = len(vals) if hi is None else min(hi, len(vals))
+
+        def trans(st: State) -> list[tuple[str, State]]:
+            used = cast(frozenset[int], st)
+            if len(used) >= top:
+                return []
+            sep = '"," ' if used else ""
+            return [(f"{sep}{w} {lit} {w}", used | {i}) for i, lit in enumerate(lits) if i not in used]
+
+        def accept(st: State) -> bool:
+            n = len(cast(frozenset[int], st))
+            return n >= max(lo, 1)
+
+        body = self.machine(frozenset(), trans, accept, "u")
+        alts = [f'"[" {w} "]"'] if lo == 0 else []
+        if body:
+            alts.append(f'"[" {body} "]"')
+        return " | ".join(alts) if alts else c.empty(ptr, "no array of distinct enum values fits")
 
     # ---- objects ----------------------------------------------------------------------------------
 
