@@ -51,8 +51,9 @@ def _setup(name: str) -> tuple[LarkOracle, Vocabulary, object, str]:
     return oracle, vocab, Lark(text).compile(vocab), alpha
 
 
-def _check(name: str, prefix: bytes) -> None:
-    oracle, vocab, compiled, _ = _setup(name)
+def _check(name: str, prefix: bytes, compiled: object = None) -> None:
+    oracle, vocab, cached, _ = _setup(name)
+    compiled = cached if compiled is None else compiled
     state = compiled.feed(compiled.initial_state(), prefix)  # type: ignore[attr-defined]
     assert bool(state) == oracle.viable(prefix), prefix
     if not state:
@@ -78,6 +79,25 @@ def test_mask_matches_oracle_on_every_short_prefix(name: str) -> None:
             prefix = "".join(p).encode()
             if oracle.viable(prefix[:-1]) or not prefix:
                 _check(name, prefix)
+                checked += 1
+    assert checked > m
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_vectorised_walks_match_oracle(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Small vocabularies take the plain-Python walk paths; force the numpy ones instead.
+    from grammarmask.cfg import walk
+
+    monkeypatch.setattr(walk, "_SMALL", 0)
+    text, alpha, _, m, _ = CASES[name]
+    oracle, vocab, _, _ = _setup(name)
+    compiled = Lark(text)._compile(vocab)  # fresh: no walk cached by the plain-Python paths
+    checked = 0
+    for n in range(m + 1):
+        for p in itertools.product(alpha, repeat=n):
+            prefix = "".join(p).encode()
+            if oracle.viable(prefix[:-1]) or not prefix:
+                _check(name, prefix, compiled)
                 checked += 1
     assert checked > m
 

@@ -174,6 +174,7 @@ class CompiledCfg(CompiledGrammar):
         first = self.lex.first_bits
         for e, pend, shadows, _ in state:
             fr = self._root(shadows)
+            self._prepare(fr, pend)
             for q in pend:
                 if first[q] & fr.bits:
                     for w in self._walk(e, self._entry(fr, q))[0]:
@@ -210,6 +211,15 @@ class CompiledCfg(CompiledGrammar):
             ent = self._shared_root_entry(q) if fr is self._plain_root else self.walker.entry(q, fr)
             fr.entries[q] = ent
         return ent
+
+    def _prepare(self, fr: Frontier, pend: tuple[int, ...]) -> None:
+        """Walk every lexeme of ``pend`` not walked from ``fr`` yet, all in one vectorised pass."""
+        if fr is self._plain_root:
+            return
+        have, first, bits = fr.entries, self.lex.first_bits, fr.bits
+        missing = tuple(q for q in pend if q not in have and first[q] & bits)
+        if len(missing) > 1:
+            have.update(self.walker.entries(missing, fr))
 
     def _shared_root_entry(self, q: int) -> Entry:
         """The walk of lexeme state ``q`` from the trie root with no shadows. It depends only on the
@@ -279,6 +289,7 @@ class CompiledCfg(CompiledGrammar):
             if fr is None:
                 fr = g.frontier = self.walker.frontier(g.nodes, sh2)
             bits = fr.bits
+            self._prepare(fr, pend2)
             for q2 in pend2:
                 if first[q2] & bits:
                     sub, sub_need = self._walk(e2, self._entry(fr, q2))

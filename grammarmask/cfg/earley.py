@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections import deque
 from collections.abc import Hashable, Iterable
 from typing import Any
 
@@ -28,6 +29,7 @@ from .ir import Cfg
 __all__ = ["EarleyGrammar", "EarleySet"]
 
 _SIG_LIMIT = 200_000
+_RECENT = 4096
 
 
 class EarleyGrammar:
@@ -53,6 +55,9 @@ class EarleyGrammar:
         self._prediction_tables(len(cfg.nonterminals))
         self.start = cfg.start
         self.n_terminals = len(cfg.terminals)
+        #: the sets built last, held so that speculative sets asked again soon (the next steps inside
+        #: one lexeme ask the same ones) are not rebuilt; older ones are freed when nothing else holds them
+        self.recent: deque[EarleySet] = deque(maxlen=_RECENT)
         self._sigs: dict[Hashable, int] = {}
         self._sig_lock = threading.Lock()
         self._next_sig = 0
@@ -314,6 +319,7 @@ class EarleySet:
         nxt = EarleySet(self.g, self.index + 1,
                         [(d + 1, self, 0) if o is None else (d + 1, o, 1) for d, o in src])
         self._next[t] = weakref.ref(nxt)
+        self.g.recent.append(nxt)
         return nxt
 
 

@@ -44,13 +44,13 @@ class Frontier:
 
     __slots__ = ("nodes", "byte", "shadows", "entries", "bits")
 
-    def __init__(self, nodes: I64, byte: I64, shadows: I64) -> None:
+    def __init__(self, nodes: I64, byte: I64, shadows: I64, bits: int | None = None) -> None:
         self.nodes = nodes
         self.byte = byte
         self.shadows = shadows
         self.entries: dict[int, Entry] = {}
         #: the bytes present, as an int bitset (a lexeme whose first bytes miss it yields nothing here)
-        self.bits = sum(1 << int(b) for b in np.unique(byte))
+        self.bits = sum(1 << int(b) for b in np.unique(byte)) if bits is None else bits
 
 
 class Group:
@@ -100,6 +100,8 @@ class TokenWalker:
         """Mask words of the tokens that end exactly at ``nodes`` (``self.empty`` itself when none)."""
         if nodes.size == 0:
             return self.empty
+        if nodes.size <= _SMALL:
+            return self._words_small(nodes.tolist())
         lo = self.tok_lo[nodes]
         cnt = self.tok_hi[nodes] - lo
         keep = cnt > 0
@@ -116,6 +118,22 @@ class TokenWalker:
             bits = np.zeros(self.n_words * 32, dtype=bool)
             bits[ids] = True
             words = np.packbits(bits, bitorder="little").view(np.uint32)
+        words.setflags(write=False)
+        return words
+
+    def _words_small(self, nodes: list[int]) -> Words:
+        tok_lo, tok_hi, tokens = self.tok_lo, self.tok_hi, self.tokens
+        words: Words | None = None
+        for node in nodes:
+            lo, hi = int(tok_lo[node]), int(tok_hi[node])
+            if lo < hi:
+                if words is None:
+                    words = np.zeros(self.n_words, dtype=np.uint32)
+                for i in range(lo, hi):
+                    tid = int(tokens[i])
+                    words[tid >> 5] |= np.uint32(1 << (tid & 31))
+        if words is None:
+            return self.empty
         words.setflags(write=False)
         return words
 
@@ -138,27 +156,122 @@ class TokenWalker:
 
     def frontier(self, nodes: I64, shadows: tuple[int, ...]) -> Frontier:
         """The frontier below ``nodes`` for a boundary with ``shadows``."""
+        if nodes.size <= _SMALL:
+            return self._frontier_small(nodes.tolist(), shadows)
         rep, child = self._children(nodes)
         byte = self.byte[child]
         sh = np.tile(np.asarray(shadows, dtype=np.int64), (child.size, 1))
         sh, ok = self._step_shadows(sh, byte)
         return Frontier(child[ok], byte[ok], sh[ok])
 
+    def _frontier_small(self, nodes: list[int], shadows: tuple[int, ...]) -> Frontier:
+        """:meth:`frontier` for a few nodes, in plain Python (same rows, same shadow columns)."""
+        lex = self.lex
+        rows, acc, re_ = lex.rows, lex.acc_list, lex.reaccept
+        child_lo, child_hi, byte = self.child_lo, self.child_hi, self.byte
+        out_n: list[int] = []
+        out_b: list[int] = []
+        out_s: list[list[int]] = []
+        for node in nodes:
+            for c in range(int(child_lo[node]), int(child_hi[node])):
+                b = int(byte[c])
+                cols = []
+                for h in shadows:
+                    x = rows[h][b]
+                    if acc[x]:
+                        break
+                    cols.append(x if re_[x] else 0)
+                else:
+                    out_n.append(c)
+                    out_b.append(b)
+                    out_s.append(cols)
+        sh = np.asarray(out_s, dtype=np.int64).reshape(len(out_n), len(shadows))
+        bits = 0
+        for b in out_b:
+            bits |= 1 << b
+        return Frontier(np.asarray(out_n, dtype=np.int64), np.asarray(out_b, dtype=np.int64), sh, bits)
+
     def entry(self, q0: int, fr: Frontier) -> Entry:
         """Walk the lexeme starting in DFA state ``q0`` from frontier ``fr``."""
-        q = self.table[q0, fr.byte].astype(np.int64)
-        live = q != 0
-        n, q, sh = fr.nodes[live], q[live], fr.shadows[live]
+        return self.entries((q0,), fr)[q0]
+
+    def entries(self, qs: tuple[int, ...], fr: Frontier) -> dict[int, Entry]:
+        """Walk the lexemes starting in DFA states ``qs`` (each of a different terminal) from ``fr``,
+        all in one vectorised pass (the rows of different lexemes never mix: a row's DFA state names
+        its terminal). Returns one entry per state of ``qs``."""
+        term_of = self.lex.term_of
+        if fr.nodes.size <= _SMALL:
+            return self._entries_small(qs, fr)
+        ns, qq, ss = [], [], []
+        for q0 in qs:
+            q = self.table[q0, fr.byte].astype(np.int64)
+            live = q != 0
+            if live.any():
+                ns.append(fr.nodes[live])
+                qq.append(q[live])
+                ss.append(fr.shadows[live])
         inside_nodes: list[I64] = []
+        inside_terms: list[I64] = []
         closes: dict[tuple[int, tuple[int, ...]], list[I64]] = {}
+        if ns:
+            n = np.concatenate(ns) if len(ns) > 1 else ns[0]
+            q = np.concatenate(qq) if len(qq) > 1 else qq[0]
+            sh = np.concatenate(ss) if len(ss) > 1 else ss[0]
+            self._walk_rows(n, q, sh, inside_nodes, inside_terms, closes)
+        by_term: dict[int, list[Group]] = {}
+        for (qq_, shs), parts in closes.items():
+            gn = np.concatenate(parts)
+            by_term.setdefault(int(term_of[qq_]), []).append(Group(qq_, shs, gn, self.words_of_nodes(gn)))
+        out: dict[int, Entry] = {}
+        if inside_nodes:
+            all_n = np.concatenate(inside_nodes)
+            all_t = np.concatenate(inside_terms)
+        for q0 in qs:
+            t = int(term_of[q0])
+            inside = self.empty
+            if inside_nodes:
+                sel = all_n[all_t == t] if len(qs) > 1 else all_n
+                inside = self.words_of_nodes(sel)
+            out[q0] = Entry(inside, by_term.get(t, []))
+        return out
+
+    def _entries_small(self, qs: tuple[int, ...], fr: Frontier) -> dict[int, Entry]:
+        """:meth:`entries` from a frontier of a few rows, in plain Python."""
+        rows, term_list = self.lex.rows, self.lex.term_list
+        nodes, bytes_ = fr.nodes.tolist(), fr.byte.tolist()
+        shs = [tuple(sorted({x for x in r if x})) for r in fr.shadows.tolist()]
+        start = []
+        for q0 in qs:
+            row = rows[q0]
+            for i, b in enumerate(bytes_):
+                q = row[b]
+                if q:
+                    start.append((nodes[i], q, shs[i]))
+        inside, terms, found = self._small_rows(start)
+        by_term: dict[int, list[Group]] = {}
+        for (qq_, sh), gn in found.items():
+            arr = np.asarray(gn, dtype=np.int64)
+            by_term.setdefault(term_list[qq_], []).append(Group(qq_, sh, arr, self._words_small(gn)))
+        out: dict[int, Entry] = {}
+        for q0 in qs:
+            t = term_list[q0]
+            sel = [n for n, tt in zip(inside, terms) if tt == t]
+            out[q0] = Entry(self._words_small(sel) if sel else self.empty, by_term.get(t, []))
+        return out
+
+    def _walk_rows(self, n: I64, q: I64, sh: I64, inside_nodes: list[I64], inside_terms: list[I64],
+                   closes: dict[tuple[int, tuple[int, ...]], list[I64]]) -> None:
+        """Breadth first down the trie from rows (node, lexeme state, shadows), vectorised."""
+        term_of = self.lex.term_of
         while n.size:
             if n.size <= _SMALL:
-                self._small(n, q, sh, inside_nodes, closes)
+                self._small(n, q, sh, inside_nodes, inside_terms, closes)
                 break
             cont = self.reaccept[q]
             if sh.shape[1] and sh.any():
                 self._refine(cont, q, sh)
             inside_nodes.append(n[cont])
+            inside_terms.append(term_of[q[cont]].astype(np.int64))
             acc = self.acc[q]
             if acc.any():
                 self._collect(closes, q[acc], sh[acc], n[acc])
@@ -174,26 +287,34 @@ class TokenWalker:
             sh2, ok = self._step_shadows(sh[rep], byte)
             ok &= q2 != 0
             n, q, sh = child[ok], q2[ok], sh2[ok]
-        groups = []
-        for (qq, shs), parts in closes.items():
-            gn = np.concatenate(parts)
-            groups.append(Group(qq, shs, gn, self.words_of_nodes(gn)))
-        inside = self.words_of_nodes(np.concatenate(inside_nodes)) if inside_nodes else self.empty
-        return Entry(inside, groups)
 
-    def _small(self, n: I64, q: I64, sh: I64, inside_nodes: list[I64],
+    def _small(self, n: I64, q: I64, sh: I64, inside_nodes: list[I64], inside_terms: list[I64],
                closes: dict[tuple[int, tuple[int, ...]], list[I64]]) -> None:
         """The rest of the walk for a few rows, depth first in plain Python (narrow, deep subtrees)."""
+        start = [(int(n[i]), int(q[i]), tuple(sorted({int(x) for x in sh[i] if x}))) for i in range(n.size)]
+        inside, terms, found = self._small_rows(start)
+        if inside:
+            inside_nodes.append(np.asarray(inside, dtype=np.int64))
+            inside_terms.append(np.asarray(terms, dtype=np.int64))
+        for key, nodes in found.items():
+            closes.setdefault(key, []).append(np.asarray(nodes, dtype=np.int64))
+
+    def _small_rows(self, stack: list[tuple[int, int, tuple[int, ...]]]
+                    ) -> tuple[list[int], list[int], dict[tuple[int, tuple[int, ...]], list[int]]]:
+        """Depth-first walk from rows (node, lexeme state, shadows): inside nodes with their
+        terminals, and close nodes by (state, shadows)."""
         lex = self.lex
         rows, acc, re_ = lex.rows, lex.acc_list, lex.reaccept
+        term_list = lex.term_list
         child_lo, child_hi, byte, table = self.child_lo, self.child_hi, self.byte, self.table
         inside: list[int] = []
+        terms: list[int] = []
         found: dict[tuple[int, tuple[int, ...]], list[int]] = {}
-        stack = [(int(n[i]), int(q[i]), tuple(sorted({int(x) for x in sh[i] if x}))) for i in range(n.size)]
         while stack:
             node, st, shs = stack.pop()
             if lex.can_finish(st, shs, nonempty=True):
                 inside.append(node)
+                terms.append(term_list[st])
             if acc[st]:
                 found.setdefault((st, shs), []).append(node)
             if not re_[st]:
@@ -213,10 +334,7 @@ class TokenWalker:
                 sh2 = lex.step_shadows(shs, b)
                 if sh2 is not None:
                     stack.append((c, s2, sh2))
-        if inside:
-            inside_nodes.append(np.asarray(inside, dtype=np.int64))
-        for key, nodes in found.items():
-            closes.setdefault(key, []).append(np.asarray(nodes, dtype=np.int64))
+        return inside, terms, found
 
     def _refine(self, cont: npt.NDArray[np.bool_], q: I64, sh: I64) -> None:
         """Where shadows are alive, a lexeme continues only if it can finish before they accept."""
