@@ -189,11 +189,17 @@ def _show(data: bytes) -> str:
 def cmd_mask(args: argparse.Namespace) -> int:
     grammar = _grammar(args)
     t0 = time.perf_counter()
-    with progress(f"loading tokenizer {args.tokenizer}"):
-        tok, vocab = load_tokenizer(args.tokenizer)
+    if args.model:
+        hf_tok, model, vocab = _load_hf(args.model)
+        args.tokenizer = args.model
+        ids = [int(t) for t in hf_tok(args.text, add_special_tokens=False)["input_ids"]]
+    else:
+        with progress(f"loading tokenizer {args.tokenizer}"):
+            tok, vocab = load_tokenizer(args.tokenizer)
+        ids = [int(t) for t in tok.encode(args.text, bos=False, eos=False)]
     prep = time.perf_counter() - t0
     compiled, secs = _compile(grammar, vocab, args.grammar)
-    ids = [int(t) for t in tok.encode(args.text, bos=False, eos=False)]
+    logp = _model_logprobs(model, hf_tok, ids) if args.model else None
     m = compiled.matcher()
     steps: list[dict[str, Any]] = []
     result: dict[str, Any] = {"result": "accepted", "step": None, "reason": ""}
@@ -219,11 +225,14 @@ def cmd_mask(args: argparse.Namespace) -> int:
             "mask_us": round(us, 1),
             "forced": forced,
         }
+        if logp is not None:  # -log Z: the model's probability mass outside the legal set, in nats
+            legal_lp = logp[i - 1][m.mask().to_bool()[: logp.shape[1]]]
+            step["neg_log_z"] = -float(np.logaddexp.reduce(legal_lp)) if legal_lp.size else float("inf")
         steps.append(step)
         if not args.json:
-            print(
-                f"{i:>4}  {t:>7}  {step['bytes']:<24} {legal:>9,}  {us:>8.1f}  {'forced' if forced else ''}"
-            )
+            z = f"  -log Z {step['neg_log_z']:.3f}" if "neg_log_z" in step else ""
+            mark = "forced" if forced else ""
+            print(f"{i:>4}  {t:>7}  {step['bytes']:<24} {legal:>9,}  {us:>8.1f}  {mark:6}{z}")
         try:
             m.advance(t)
         except TokenRejected as e:
@@ -258,9 +267,23 @@ def cmd_mask(args: argparse.Namespace) -> int:
         print(f"rejected at step {result['step']}: {result['reason']}")
     else:
         print(f"incomplete after {len(ids)} tokens: {result['reason']}")
+    if logp is not None and not args.json and steps:
+        nats = sum(s["neg_log_z"] for s in steps)
+        bits = nats / len(steps) / np.log(2)
+        print(f"KL(p_C || p) along this text: {nats:.3f} nats, {bits:.3f} bits per token")
     if not args.json and args.tokenizer == "sentencepiece" and output[:1] == b" " and args.text[:1] != " ":
         print("note: sentencepiece adds a leading space to the text (its dummy prefix)", file=sys.stderr)
     return EXIT_OK if result["result"] == "accepted" else EXIT_REJECTED
+
+
+def _model_logprobs(model: Any, tok: Any, ids: list[int]) -> np.ndarray[Any, Any]:
+    """Row i: the model's next-token log-probabilities before ``ids[i]`` (after BOS, if it has one)."""
+    import torch
+
+    bos = [int(tok.bos_token_id)] if tok.bos_token_id is not None else [int(tok.eos_token_id or 0)]
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([bos + ids])).logits[0, : len(ids)].double()
+    return torch.log_softmax(logits, dim=-1).numpy()
 
 
 # --- check -----------------------------------------------------------------------------------------
@@ -454,27 +477,34 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return subprocess.call([sys.executable, str(harness), *rest])
 
 
-def cmd_generate(args: argparse.Namespace) -> int:
+def _load_hf(path: str) -> tuple[Any, Any, Vocabulary]:
+    """A local Hugging Face model directory: its tokenizer, the model (eval mode), the Vocabulary."""
     try:
-        import torch
         import transformers
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError:
         raise CliError(
-            "generate needs torch and transformers: pip install 'grammarmask[torch,transformers]'"
+            "--model needs torch and transformers: pip install 'grammarmask[torch,transformers]'"
         ) from None
-    if not Path(args.model, "config.json").is_file():
-        raise CliError(f"{args.model}: not a Hugging Face model directory (no config.json)")
-    grammar = _grammar(args)
+    if not Path(path, "config.json").is_file():
+        raise CliError(f"{path}: not a Hugging Face model directory (no config.json)")
     transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     transformers.utils.logging.set_verbosity_error()  # type: ignore[no-untyped-call]
-    with progress(f"loading {args.model}"):
+    with progress(f"loading {path}"):
         try:
-            tok = AutoTokenizer.from_pretrained(args.model)
-            model = AutoModelForCausalLM.from_pretrained(args.model)
+            tok = AutoTokenizer.from_pretrained(path)
+            model = AutoModelForCausalLM.from_pretrained(path)
         except (OSError, ValueError) as e:
-            raise CliError(f"{args.model}: cannot load the model: {str(e).splitlines()[0]}") from None
-    vocab = Vocabulary.from_hf(tok, size=model.config.vocab_size)
+            raise CliError(f"{path}: cannot load the model: {str(e).splitlines()[0]}") from None
+    model.eval()  # type: ignore[no-untyped-call]
+    return tok, model, Vocabulary.from_hf(tok, size=model.config.vocab_size)
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    grammar = _grammar(args)
+    tok, model, vocab = _load_hf(args.model)
+    import torch
+
     compiled, _ = _compile(grammar, vocab, args.grammar)
     from .sampling import SequenceStats, sample_with_stats
 
@@ -549,6 +579,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sp.add_argument("--text", required=True, help="the text to feed, tokenized by --tokenizer")
     sp.add_argument("--tokenizer", default="tekken", help="tekken (default), sentencepiece, or a file path")
+    sp.add_argument(
+        "--model", help="a local Hugging Face model directory: use its tokenizer and report -log Z per step"
+    )
     sp.add_argument("--json", action="store_true", help="machine-readable output")
 
     sp = grammar_cmd(

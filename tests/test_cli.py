@@ -334,21 +334,22 @@ def test_real_process_help_and_bad_input(tmp_path: Path) -> None:
 # --- generate with a tiny local model (extras torch + transformers) -----------------------------------
 
 
-@pytest.mark.transformers
-def test_generate_with_a_tiny_local_model(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A randomly initialised one-layer Llama over a byte-level BPE tokenizer, saved like a download."""
     torch = pytest.importorskip("torch", reason="needs torch (pip install 'grammarmask[torch]')")
     transformers = pytest.importorskip("transformers", reason="needs transformers")
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers.convert_slow_tokenizer import bytes_to_unicode
 
+    path = tmp_path_factory.mktemp("tiny-model")
     b2u = bytes_to_unicode()  # type: ignore[no-untyped-call]
     vocab = {"<s>": 0, "</s>": 1, **{b2u[b]: 2 + b for b in range(256)}}
     tk = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tk.decoder = decoders.ByteLevel()
-    transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tk, bos_token="<s>", eos_token="</s>"
-    ).save_pretrained(tmp_path)
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<s>", eos_token="</s>")
+    fast.save_pretrained(path)
     cfg = transformers.LlamaConfig(
         vocab_size=len(vocab),
         hidden_size=16,
@@ -361,10 +362,46 @@ def test_generate_with_a_tiny_local_model(capsys: pytest.CaptureFixture[str], tm
         eos_token_id=1,
     )
     torch.manual_seed(0)
-    transformers.LlamaForCausalLM(cfg).save_pretrained(tmp_path)
+    transformers.LlamaForCausalLM(cfg).save_pretrained(path)
+    return path
+
+
+@pytest.mark.torch
+@pytest.mark.transformers
+def test_generate_with_a_tiny_local_model(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_model_dir: Path
+) -> None:
     labels = tmp_path / "yn.labels"
     labels.write_text("yes\nno\nmaybe\n")
-    code, out, err = run(capsys, "generate", str(labels), "--model", str(tmp_path), "--prompt", "Answer: ")
+    code, out, err = run(
+        capsys, "generate", str(labels), "--model", str(tiny_model_dir), "--prompt", "Answer: "
+    )
     assert code == cli.EXIT_OK, err
     assert out.strip() in {"yes", "no", "maybe"}
     assert "bits per token" in err
+
+
+@pytest.mark.torch
+@pytest.mark.transformers
+def test_mask_with_a_model_reports_neg_log_z(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    import torch
+    import transformers
+
+    labels = tmp_path / "yn.labels"
+    labels.write_text("yes\nno\nmaybe\n")
+    code, out, _ = run(capsys, "mask", str(labels), "--model", str(tiny_model_dir), "--text", "yes", "--json")
+    assert code == cli.EXIT_OK
+    steps = json.loads(out)["steps"]
+    # the reference for step 1: the model's own probability of the tokens that start a sentence
+    model = transformers.AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    with torch.no_grad():
+        logp = torch.log_softmax(model(input_ids=torch.tensor([[0]])).logits[0, -1].double(), -1)
+    starts = {
+        w[:i] for w in (b"yes", b"no", b"maybe", b" yes", b" no", b" maybe") for i in range(1, len(w) + 1)
+    }
+    legal = [2 + b[0] for b in starts if len(b) == 1]  # byte-level tokens: id = 2 + byte
+    want = -float(torch.logsumexp(logp[legal], 0))
+    assert steps[0]["neg_log_z"] == pytest.approx(want, rel=1e-6)  # float32 model arithmetic
+    assert all(s["neg_log_z"] >= 0 for s in steps)
