@@ -83,13 +83,13 @@ def _intersect(a: Ranges, b: Ranges) -> Ranges:
 
 @cache
 def _py_set(kind: str) -> tuple[tuple[int, int], ...]:
-    """Code points Python's ``re`` puts in ``\\d`` / ``\\w`` / ``\\s`` (str patterns)."""
-    test = {"d": str.isdecimal, "w": lambda c: c.isalnum() or c == "_", "s": str.isspace}[kind]
-    out: Ranges = []
-    for cp in range(MAXC + 1):
-        if test(chr(cp)):
-            out.append((cp, cp))
-    return tuple(_norm(out))
+    """Code points Python's ``re`` puts in ``\\d`` / ``\\w`` / ``\\s`` (str patterns), asked of ``re``."""
+    return tuple((m.start(), m.end() - 1) for m in re.finditer(f"\\{kind}+", _everything()))
+
+
+@cache
+def _everything() -> str:
+    return "".join(map(chr, range(MAXC + 1)))
 
 
 def _category(cat: Any, superset: bool) -> Ranges:
