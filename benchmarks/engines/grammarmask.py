@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import grammarmask as gm
-from grammarmask.cli import _backend
+from grammarmask.cli._common import CliError, _backend
 
 from . import Engine, Unsupported
 
@@ -31,8 +31,6 @@ class GrammarmaskEngine(Engine):
         self.vocab.trie  # noqa: B018 - the vocabulary preprocessing, timed by the harness
 
     def compile(self, kind: str, source: Any) -> Any:
-        from grammarmask.cli import CliError
-
         try:
             cls = _backend(_KIND[kind])
         except CliError as e:

@@ -1,0 +1,161 @@
+"""The ``grammarmask`` command: ``mask``, ``check``, ``sample``, ``bench`` and ``generate``.
+
+Exit codes (stable, for scripts): 0 success; 1 the input was rejected by the grammar (a token or byte
+that cannot continue, or an output that is only a prefix); 2 a usage or input error (missing file,
+unknown extension or tokenizer, bad grammar); 3 an internal error (a bug: please report it). Errors
+are one line on stderr, never a traceback (set ``GRAMMARMASK_DEBUG=1`` to see one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+from ..errors import GrammarMaskError
+from ._common import EXIT_INTERNAL, EXIT_OK, EXIT_REJECTED, EXIT_USAGE, KINDS, CliError, load_grammar
+from .check import check_bytes, cmd_check
+from .mask import cmd_mask
+from .run import cmd_bench, cmd_generate
+from .sample import cmd_sample, random_document
+
+__all__ = [
+    "EXIT_INTERNAL",
+    "EXIT_OK",
+    "EXIT_REJECTED",
+    "EXIT_USAGE",
+    "KINDS",
+    "CliError",
+    "build_parser",
+    "check_bytes",
+    "load_grammar",
+    "main",
+    "random_document",
+]
+
+
+# --- argument parsing ------------------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for the docs and tests)."""
+    p = _Parser(
+        prog="grammarmask",
+        description="Exact grammar-constrained decoding by logit masking.",
+        epilog="Exit codes: 0 ok, 1 input rejected by the grammar, 2 usage or input error, 3 internal error. "
+        "Grammar kind from the extension: "
+        + "; ".join(f"{'/'.join(e)} {k}" for k, (e, _, _) in KINDS.items())
+        + ".",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
+
+    def grammar_cmd(
+        name: str, help_: str, fn: Callable[[argparse.Namespace], int]
+    ) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help_, description=help_)
+        sp.add_argument("grammar", metavar="GRAMMAR", help="grammar file (.labels .regex .lark .gbnf .json)")
+        sp.add_argument("--kind", choices=sorted(KINDS), help="grammar kind (default: from the extension)")
+        sp.add_argument(
+            "--leading-space",
+            choices=("optional", "none", "always"),
+            default="optional",
+            help="labels: may a space precede the label? (default: optional)",
+        )
+        sp.add_argument("--separator", help="labels: several distinct labels joined by this string")
+        sp.set_defaults(fn=fn)
+        return sp
+
+    sp = grammar_cmd(
+        "mask",
+        "Tokenize a text and show, step by step, each token, how many tokens were "
+        "legal and which steps were forced.",
+        cmd_mask,
+    )
+    sp.add_argument("--text", required=True, help="the text to feed, tokenized by --tokenizer")
+    sp.add_argument("--tokenizer", default="tekken", help="tekken (default), sentencepiece, or a file path")
+    sp.add_argument(
+        "--model", help="a local Hugging Face model directory: use its tokenizer and report -log Z per step"
+    )
+    sp.add_argument("--json", action="store_true", help="machine-readable output")
+
+    sp = grammar_cmd(
+        "check",
+        "Does each file belong to the language? Reports the line and column of "
+        "the first byte that cannot continue.",
+        cmd_check,
+    )
+    sp.add_argument("files", nargs="+", metavar="FILE", help="files to check ('-' for stdin)")
+    sp.add_argument("--strip", action="store_true", help="drop one trailing newline from each file")
+    sp.add_argument("--json", action="store_true", help="machine-readable output")
+
+    sp = grammar_cmd(
+        "sample", "Random valid documents (a seedable random walk over legal tokens).", cmd_sample
+    )
+    sp.add_argument("-n", type=int, default=5, help="number of documents (default 5)")
+    sp.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    sp.add_argument(
+        "--max-bytes", type=int, default=200, help="length budget; past it the walk heads for an end"
+    )
+    sp.add_argument("--tokenizer", default="bytes", help="bytes (default), tekken, sentencepiece")
+    sp.add_argument("--json", action="store_true", help="print a JSON list")
+
+    sp = grammar_cmd("generate", "Generate with a local Hugging Face model under the grammar.", cmd_generate)
+    sp.add_argument("--model", required=True, help="a local Hugging Face model directory")
+    sp.add_argument("--prompt", default="", help="the prompt text")
+    sp.add_argument("--max-tokens", type=int, default=256)
+    sp.add_argument("--temperature", type=float, default=0.7, help="0 for greedy")
+    sp.add_argument("--seed", type=int, default=0)
+
+    sp = sub.add_parser(
+        "bench",
+        help="Run the benchmark harness (benchmarks/harness.py) beside the peers.",
+        description="Run benchmarks/harness.py; the arguments after 'bench' go to the "
+        "harness (try: grammarmask bench --help-harness).",
+        add_help=False,
+    )
+    sp.add_argument("harness_args", nargs=argparse.REMAINDER)
+    sp.set_defaults(fn=cmd_bench)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["bench"]:  # everything after "bench" belongs to the harness, --help included
+        argv = ["bench", "--", *argv[1:]]
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # --help, or a usage error already printed as one line
+        return e.code if isinstance(e.code, int) else EXIT_USAGE
+    try:
+        return int(args.fn(args))
+    except CliError as e:
+        print(f"grammarmask: error: {e}", file=sys.stderr)
+    except GrammarMaskError as e:
+        where = f"{args.grammar}: " if getattr(args, "grammar", None) else ""
+        print(f"grammarmask: error: {where}{str(e).splitlines()[0]}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("grammarmask: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # a bug, not bad input: still one line unless debugging
+        if os.environ.get("GRAMMARMASK_DEBUG"):
+            raise
+        first = (str(e).splitlines() or [""])[0]
+        print(
+            f"grammarmask: internal error: {type(e).__name__}: {first} "
+            "(set GRAMMARMASK_DEBUG=1 for the traceback)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
+    return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""``grammarmask bench`` (the benchmark harness) and ``grammarmask generate`` (a local model)."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from ._common import (
+    EXIT_OK,
+    EXIT_REJECTED,
+    CliError,
+    _compile,
+    _grammar,
+    _load_hf,
+)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    harness = Path(__file__).resolve().parents[2] / "benchmarks" / "harness.py"
+    if not harness.exists():
+        raise CliError(
+            "the benchmark harness ships with the source checkout (benchmarks/harness.py); "
+            "run grammarmask bench from a clone"
+        )
+    rest = args.harness_args[1:] if args.harness_args[:1] == ["--"] else args.harness_args
+    return subprocess.call([sys.executable, str(harness), *rest])
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    grammar = _grammar(args)
+    tok, model, vocab = _load_hf(args.model)
+    import torch
+
+    compiled, _ = _compile(grammar, vocab, args.grammar)
+    from ..sampling import SequenceStats, sample_with_stats
+
+    m = compiled.matcher()
+    rng = np.random.default_rng(args.seed)
+    ids = list(tok(args.prompt)["input_ids"]) if args.prompt else [int(tok.bos_token_id or 0)]
+    past, inp, out, steps = None, torch.tensor([ids]), [], []
+    with torch.no_grad():
+        for _ in range(args.max_tokens):
+            res = model(input_ids=inp, past_key_values=past, use_cache=True)
+            past = res.past_key_values
+            t, st = sample_with_stats(
+                res.logits[0, -1].float(), m.mask(), temperature=args.temperature, rng=rng
+            )
+            steps.append(st)
+            m.advance(t)
+            if m.is_finished():
+                break
+            out.append(t)
+            inp = torch.tensor([[t]])
+    print(vocab.decode(out).decode("utf-8", errors="replace"))
+    summary = SequenceStats.from_steps(steps)
+    print(
+        f"{len(steps)} steps, {'finished with EOS' if m.is_finished() else 'stopped at --max-tokens'}; "
+        f"KL(p_C || p) = {summary.bits_per_token:.3f} bits per token",
+        file=sys.stderr,
+    )
+    return EXIT_OK if m.is_finished() or m.is_accepting() else EXIT_REJECTED
