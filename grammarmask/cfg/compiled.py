@@ -88,6 +88,10 @@ class CompiledCfg(CompiledGrammar):
         self._masks = _Lru(_MASK_LIMIT)
         self._parts = _Lru(_PARTS_LIMIT)
         self._needs: dict[int, list[int]] = {}
+        #: the bytes some lexeme can start with, as an int bitset
+        self._any_first = 0
+        for q in self.lex.start:
+            self._any_first |= self.lex.first_bits[q]
         self._root_nodes = np.zeros(1, dtype=np.int64)
         self._plain_root = self.walker.frontier(self._root_nodes, ())
         e0 = self.earley.initial()
@@ -267,8 +271,17 @@ class CompiledCfg(CompiledGrammar):
         parts = {id(ent.inside): ent.inside}
         first = lex.first_bits
         need = 0
+        empty = self.walker.empty
         for g in ent.groups:
             t = lex.term_list[g.q]
+            shadows = g.shadows
+            if lex.greedy[t] and lex.reaccept[g.q]:
+                shadows = tuple(sorted({*shadows, g.q}))
+            fr = g.frontier
+            if fr is None:
+                fr = g.frontier = self.walker.frontier(g.nodes, shadows)
+            if g.at_words is empty and not fr.bits & self._any_first:
+                continue  # no token ends at this close and no lexeme starts below it: nothing to ask
             if lex.is_ignore[t]:
                 e2 = e
             else:
@@ -277,17 +290,11 @@ class CompiledCfg(CompiledGrammar):
                     continue
                 e2 = nxt
                 need = max(need, e2.reach)
-            shadows = g.shadows
-            if lex.greedy[t] and lex.reaccept[g.q]:
-                shadows = tuple(sorted({*shadows, g.q}))
             c = self._fresh(e2, shadows)
             if c is None:
                 continue
-            _, pend2, sh2, _ = c
+            pend2 = c[1]
             parts[id(g.at_words)] = g.at_words
-            fr = g.frontier
-            if fr is None:
-                fr = g.frontier = self.walker.frontier(g.nodes, sh2)
             bits = fr.bits
             self._prepare(fr, pend2)
             for q2 in pend2:
@@ -299,7 +306,7 @@ class CompiledCfg(CompiledGrammar):
                         need = max(need, sub_need)
                     elif sub_need >= 1:
                         need = max(need, sub_need - 1 + e2.odepth)
-        parts.pop(id(self.walker.empty), None)
+        parts.pop(id(empty), None)
         if len(parts) > _COLLAPSE:
             it = iter(parts.values())
             words = next(it) | next(it)
