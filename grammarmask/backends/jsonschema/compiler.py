@@ -101,6 +101,8 @@ class Compiler:
         self.inline: list[str] = []
         self.reasons: list[str] = []
         self.warnings: list[str] = []
+        self.long: dict[tuple[int, int], str] = {}
+        self.chunks: dict[tuple[int, int], str] = {}
         self.ws = "" if whitespace == "compact" else "_W?"
         if whitespace == "compact":
             self.ws_def = ""
@@ -556,18 +558,27 @@ class Compiler:
         the last has exactly CHUNK characters and k chunks hold at most hi characters iff
         k < K or the K-th chunk has at most hi - CHUNK*(K-1): exact, with K = ceil(hi / CHUNK).
         """
+        if (lo, hi) in self.long:
+            return self.long[(lo, hi)]
         k_max = -(-hi // CHUNK)
         last = hi - CHUNK * (k_max - 1)
-        full = regex_terminal(f"{ANY_CHAR}{{1,{CHUNK}}}")
+        full = self.chunk(1, CHUNK)
         rest: str = ""
         for i in range(k_max - 1, 0, -1):  # rule i: the chunks after the first i
-            chunk = regex_terminal(f"{ANY_CHAR}{{1,{last}}}") if i == k_max - 1 else full
+            chunk = self.chunk(1, last) if i == k_max - 1 else full
             body = f"{chunk} {rest}".strip()
             rest = self.rule(body, "c") + "?"
         first_top = last if k_max == 1 else CHUNK
-        first = regex_terminal(f"{ANY_CHAR}{{{max(lo, 1)},{first_top}}}")
+        first = self.chunk(max(lo, 1), first_top)
         inner = f"({first} {rest})".replace(" )", ")") + ("?" if lo == 0 else "")
-        return self.rule(f'"\\"" {inner} "\\""', "q")
+        self.long[(lo, hi)] = self.rule(f'"\\"" {inner} "\\""', "q")
+        return self.long[(lo, hi)]
+
+    def chunk(self, lo: int, hi: int) -> str:
+        """A rule for one chunk lexeme of lo..hi characters (shared: the regex is long)."""
+        if (lo, hi) not in self.chunks:
+            self.chunks[(lo, hi)] = self.rule(regex_terminal(f"{ANY_CHAR}{{{lo},{hi}}}"), "k")
+        return self.chunks[(lo, hi)]
 
     def string_body(self, s: dict[str, Any], ptr: str) -> str | None:
         """Regex for the JSON text inside the quotes (None: no string fits)."""

@@ -193,6 +193,13 @@ _DOT = encode_set(_complement(_LINE_TERMINATORS)) or ""
 _ANY_CANON = encode_set([(0, MAXC)]) or ""
 
 
+def trie_words(trie: dict[str, Any], prefix: str = "") -> Iterable[str]:
+    for k, v in trie.items():
+        if k:
+            yield prefix + k
+            yield from trie_words(v, prefix + k)
+
+
 def key_not_in(words: Iterable[str]) -> str:
     """Regex for the JSON text of any string (canonical forms) that is not one of ``words``."""
     trie: dict[str, Any] = {}
@@ -202,14 +209,27 @@ def key_not_in(words: Iterable[str]) -> str:
             node = node.setdefault(c, {})
         node[""] = True
 
+    # When no key has a character with an escaped form, escapes never continue the trie: leaving it
+    # by an escape is "any trie path, then an escape", written once instead of at every node.
+    plain = all(ord(c) >= 0x20 and c not in '"\\/' for w in trie_words(trie) for c in w)
+    escape_only: Ranges = [(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x2F, 0x2F)]
+
     def deviate(node: dict[str, Any]) -> str | None:
         """Trie paths followed by one character that leaves the trie (the rest is free)."""
         kids = sorted(k for k in node if k)
         alts = [literal(k) + d for k in kids if (d := deviate(node[k])) is not None]
-        other = encode_set(_complement([(ord(k), ord(k)) for k in kids]))
+        out = _complement([(ord(k), ord(k)) for k in kids])
+        if plain:  # raw characters only; "/" is raw-only here and its escape joins the shared part
+            out = _intersect(out, _complement(escape_only))
+        other = encode_set(out)
         if other:
             alts.append(other)
         return _group(alts) if alts else None
+
+    def paths(node: dict[str, Any]) -> str:
+        kids = sorted(k for k in node if k)
+        alts = [literal(k) + paths(node[k]) for k in kids] + [""]
+        return _group(alts)
 
     def prefixes(node: dict[str, Any]) -> str | None:
         """Trie paths that are not words."""
@@ -221,6 +241,9 @@ def key_not_in(words: Iterable[str]) -> str:
 
     parts = []
     d = deviate(trie)
+    if plain:
+        esc = encode_set(escape_only) or ""
+        d = _group([x for x in (d, paths(trie) + esc) if x])
     if d is not None:
         parts.append(f"{d}{_ANY_CANON}*")
     p = prefixes(trie)
