@@ -112,17 +112,20 @@ def main() -> None:
     step = max(1, len(ok) // max(1, args.full))
     chosen = ok[::step][: args.full]
     full: list[float] = []
+    named: list[tuple[float, str]] = []
     compiled: list[tuple[Any, dict[str, Any]]] = []
-    for _, _, data in chosen:
+    for sub, name, data in chosen:
         js._TEXT_CACHE.clear()
         vocab.__dict__.pop("_compiled_cache", None)
         t0 = time.perf_counter()
         c = JsonSchema(data["schema"]).compile(vocab)
         full.append(time.perf_counter() - t0)
+        named.append((full[-1], f"{sub}/{name}"))
         compiled.append((c, data))
     print(f"\n## Full compile on {args.tokenizer} ({len(full)} schemas)\n")
     print("| p50 | p90 | max |\n|---|---|---|")
     print(f"| {pct(full, 0.5) * 1e3:.1f} ms | {pct(full, 0.9) * 1e3:.1f} ms | {max(full) * 1e3:.1f} ms |")
+    print("\nslowest: " + ", ".join(f"{n} {t * 1e3:.0f} ms" for t, n in sorted(named)[-3:]))
 
     buf = np.zeros((1, vocab.n_words), dtype=np.int32)
     steps: list[float] = []
