@@ -255,7 +255,9 @@ class Vocabulary:
         return loaders.from_mistral(cls, tokenizer, size=size)
 
     @classmethod
-    def from_hf(cls, tokenizer: Any, *, size: int | None = None, eos_token_id: int | None = None) -> Vocabulary:
+    def from_hf(
+        cls, tokenizer: Any, *, size: int | None = None, eos_token_id: int | None = None
+    ) -> Vocabulary:
         """A Hugging Face ``tokenizers.Tokenizer`` or transformers tokenizer (byte-level BPE via the
         GPT-2 byte map, sentencepiece ``▁`` with ``<0xNN>`` byte fallback, added/special tokens)."""
         from . import loaders
