@@ -11,6 +11,7 @@ can dead-end: ``NoLegalContinuation`` is then the honest answer), a union's the 
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Hashable
 from typing import Any
 
@@ -62,28 +63,26 @@ def _fold(op: Any, dfas: list[Any]) -> Any:
     return out
 
 
-def _dfa_compiled(vocab: Vocabulary, dfa: Any) -> CompiledGrammar:
+def dfa_compiled(vocab: Vocabulary, dfa: Any) -> CompiledGrammar:
+    """A byte DFA compiled against ``vocab`` (the regular backends' compiled form)."""
     from .backends.regex import DfaCompiledGrammar
 
     return DfaCompiledGrammar(vocab, dfa)
 
 
-class And(Grammar):
-    """All of the grammars at once (``a & b``): a token is legal iff every part allows it; the output
-    is complete iff every part's is.
-
-    When every part is regular this compiles to one product automaton, which never dead-ends.
-    Otherwise the parts run side by side and a dead end raises ``NoLegalContinuation`` from
-    ``Matcher.mask()``.
-    """
+class _Composite(Grammar):
+    """What ``And``, ``Union`` and ``Sequence`` share: flattened parts, a content key, and one DFA
+    (combined by ``automata.<_dfa_op>``) when every part is regular; otherwise ``_side_by_side``."""
 
     parts: tuple[Grammar, ...]
+    _symbol = ""
+    _dfa_op = ""
 
     def __init__(self, *parts: Grammar) -> None:
-        self.parts = _flatten(And, parts, "And")
+        self.parts = _flatten(type(self), parts, type(self).__name__)
 
     def __repr__(self) -> str:
-        return "(" + " & ".join(repr(p) for p in self.parts) + ")"
+        return "(" + f" {self._symbol} ".join(repr(p) for p in self.parts) + ")"
 
     def cache_key(self) -> Hashable | None:
         return _parts_key(self.parts)
@@ -92,14 +91,34 @@ class And(Grammar):
         dfas = _dfas(self.parts)
         if dfas is None:
             return None
-        from .automata import product
+        from . import automata
 
-        return _fold(product, dfas)
+        return _fold(getattr(automata, self._dfa_op), dfas)
 
     def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
         dfa = self.to_dfa()
         if dfa is not None:
-            return _dfa_compiled(vocab, dfa)
+            return dfa_compiled(vocab, dfa)
+        return self._side_by_side(vocab)
+
+    @abstractmethod
+    def _side_by_side(self, vocab: Vocabulary) -> CompiledGrammar:
+        """The compiled form when some part is not regular (or the one DFA would be too large)."""
+
+
+class And(_Composite):
+    """All of the grammars at once (``a & b``): a token is legal iff every part allows it; the output
+    is complete iff every part's is.
+
+    When every part is regular this compiles to one product automaton, which never dead-ends.
+    Otherwise the parts run side by side and a dead end raises ``NoLegalContinuation`` from
+    ``Matcher.mask()``.
+    """
+
+    _symbol = "&"
+    _dfa_op = "product"
+
+    def _side_by_side(self, vocab: Vocabulary) -> CompiledGrammar:
         return _AndCompiled(vocab, [p.compile(vocab) for p in self.parts])
 
 
@@ -143,7 +162,7 @@ class _AndCompiled(CompiledGrammar):
         return best
 
 
-class Union(Grammar):
+class Union(_Composite):
     """Any of the grammars: the output must be a sentence of at least one part (``a | b``).
 
     A token is legal iff some part allows it; EOS iff some part is complete.
@@ -155,29 +174,10 @@ class Union(Grammar):
     >>> g = Union(gm.Regex(r"[0-9]+"), gm.Choice(["yes", "no"]))
     """
 
-    parts: tuple[Grammar, ...]
+    _symbol = "|"
+    _dfa_op = "union"
 
-    def __init__(self, *parts: Grammar) -> None:
-        self.parts = _flatten(Union, parts, "Union")
-
-    def __repr__(self) -> str:
-        return "(" + " | ".join(repr(p) for p in self.parts) + ")"
-
-    def cache_key(self) -> Hashable | None:
-        return _parts_key(self.parts)
-
-    def to_dfa(self) -> Any:
-        dfas = _dfas(self.parts)
-        if dfas is None:
-            return None
-        from .automata import union
-
-        return _fold(union, dfas)
-
-    def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
-        dfa = self.to_dfa()
-        if dfa is not None:
-            return _dfa_compiled(vocab, dfa)
+    def _side_by_side(self, vocab: Vocabulary) -> CompiledGrammar:
         return _UnionCompiled(vocab, [p.compile(vocab) for p in self.parts])
 
 

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from .compose import _common_prefix, _dfas, _flatten, _fold, _parts_key
-from .grammar import CompiledGrammar, Grammar
+from .compose import _common_prefix, _Composite, dfa_compiled
+from .grammar import CompiledGrammar
 from .mask import Mask
 from .vocab import Vocabulary
 
@@ -34,7 +33,7 @@ _MAX_CANDIDATES = 200_000
 _Node = tuple[dict[int, Any], list[int]]
 
 
-class Sequence(Grammar):
+class Sequence(_Composite):
     """The grammars one after another: the output is ``x1 x2 ...`` with each ``xi`` in part ``i``
     (``a + b``). Exact even where a part's end is ambiguous or a token straddles two parts.
 
@@ -45,40 +44,17 @@ class Sequence(Grammar):
         g = gm.Sequence(gm.Regex(r"[^<]*<tool>"), gm.JsonSchema(schema), gm.Regex(r"</tool>"))
     """
 
-    parts: tuple[Grammar, ...]
+    _symbol = "+"
+    _dfa_op = "concat"
 
-    def __init__(self, *parts: Grammar) -> None:
-        self.parts = _flatten(Sequence, parts, "Sequence")
-
-    def __repr__(self) -> str:
-        return "(" + " + ".join(repr(p) for p in self.parts) + ")"
-
-    def cache_key(self) -> Hashable | None:
-        return _parts_key(self.parts)
-
-    def to_dfa(self) -> Any:
-        dfas = _dfas(self.parts)
-        if dfas is None:
-            return None
-        from .automata import concat
-
-        return _fold(concat, dfas)
-
-    def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
-        dfa = self.to_dfa()
-        if dfa is not None:
-            from .backends.regex import DfaCompiledGrammar
-
-            return DfaCompiledGrammar(vocab, dfa)
+    def _side_by_side(self, vocab: Vocabulary) -> CompiledGrammar:
         ext = byte_extended(vocab)
         parts: list[CompiledGrammar] = []
         dfas: list[Any] = []
         for p in self.parts:
             d = p.to_dfa()
             if d is not None:
-                from .backends.regex import DfaCompiledGrammar
-
-                parts.append(DfaCompiledGrammar(ext, d))  # state = DFA state, for the vectorised walk
+                parts.append(dfa_compiled(ext, d))  # state = DFA state, for the vectorised walk
             else:
                 parts.append(p.compile(ext))
             dfas.append(d)
