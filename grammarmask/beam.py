@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .errors import GrammarError, NoLegalContinuation
-from .grammar import CompiledGrammar, Grammar, Matcher
+from .grammar import CompiledGrammar, Grammar, Matcher, ensure_compiled
 from .models import LogitsModel
 from .vocab import Vocabulary
 
@@ -74,7 +74,7 @@ def beam_search(
     GrammarError
         Bad options, a grammar compiled for another vocabulary, or logits of the wrong length.
     """
-    compiled = _compiled(grammar, vocab)
+    compiled = ensure_compiled(grammar, vocab, caller="beam_search()")
     if isinstance(num_beams, bool) or not isinstance(num_beams, int) or num_beams < 1:
         raise GrammarError(f"num_beams must be an integer >= 1, got {num_beams!r}")
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
@@ -127,13 +127,3 @@ def beam_search(
     live = [BeamHypothesis(tuple(t), vocab.decode(t), lp, score(lp, len(t)), False) for lp, t, _ in beams]
     live.sort(key=lambda h: -h.score)
     return (done + live)[:num_beams]
-
-
-def _compiled(grammar: Grammar | CompiledGrammar, vocab: Vocabulary) -> CompiledGrammar:
-    if isinstance(grammar, CompiledGrammar):
-        if grammar.vocab is not vocab and grammar.vocab.fingerprint != vocab.fingerprint:
-            raise GrammarError("the grammar was compiled for a different vocabulary than the one given")
-        return grammar
-    if isinstance(grammar, Grammar):
-        return grammar.compile(vocab)
-    raise GrammarError(f"beam_search() needs a Grammar or CompiledGrammar, got {type(grammar).__name__}")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import GrammarError
-from .grammar import CompiledGrammar, Grammar
+from .grammar import CompiledGrammar, Grammar, ensure_compiled
 from .models import LogitsModel
 from .sampling import RngLike, SequenceStats, StepStats, _rng, sample_with_stats
 from .vocab import Vocabulary
@@ -89,7 +89,7 @@ def generate(
     GrammarError
         A grammar compiled for another vocabulary, bad options, or logits of the wrong length.
     """
-    compiled = _compiled(grammar, vocab)
+    compiled = ensure_compiled(grammar, vocab, caller="generate()")
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)) or max_tokens < 0:
         raise GrammarError(f"max_tokens must be an integer >= 0, got {max_tokens!r}")
     if rng is not None and seed is not None:
@@ -114,8 +114,14 @@ def generate(
         logits = model(context)
         calls += 1
         token, st = sample_with_stats(
-            logits, mask, temperature=temperature, top_k=top_k, top_p=top_p,
-            repetition_penalty=repetition_penalty, previous_tokens=context, rng=gen,
+            logits,
+            mask,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            repetition_penalty=repetition_penalty,
+            previous_tokens=context,
+            rng=gen,
         )
         matcher.advance(token)
         context.append(token)
@@ -131,13 +137,3 @@ def generate(
         finished=matcher.is_finished(),
         accepted=matcher.is_finished() or matcher.is_accepting(),
     )
-
-
-def _compiled(grammar: Grammar | CompiledGrammar, vocab: Vocabulary) -> CompiledGrammar:
-    if isinstance(grammar, CompiledGrammar):
-        if grammar.vocab is not vocab and grammar.vocab.fingerprint != vocab.fingerprint:
-            raise GrammarError("the grammar was compiled for a different vocabulary than the one given")
-        return grammar
-    if isinstance(grammar, Grammar):
-        return grammar.compile(vocab)
-    raise GrammarError(f"generate() needs a Grammar or CompiledGrammar, got {type(grammar).__name__}")

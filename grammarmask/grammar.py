@@ -30,7 +30,7 @@ from .errors import GrammarError, NoLegalContinuation, TokenRejected
 from .mask import Mask, pack_bool
 from .vocab import Vocabulary
 
-__all__ = ["CompiledGrammar", "Grammar", "Matcher"]
+__all__ = ["CompiledGrammar", "Grammar", "Matcher", "ensure_compiled"]
 
 State = Any
 Words = npt.NDArray[np.uint32]
@@ -185,6 +185,23 @@ def _first_byte_tables(vocab: Vocabulary) -> tuple[npt.NDArray[np.uint32], list[
         starts = np.stack([pack_bool(first == b) for b in range(256)])
         hit = vocab.__dict__.setdefault("_first_byte_tables", (starts, single))
     return hit  # type: ignore[no-any-return]
+
+
+def ensure_compiled(grammar: Grammar | CompiledGrammar, vocab: Vocabulary, *, caller: str) -> CompiledGrammar:
+    """``grammar`` compiled for ``vocab`` (compiling it if needed); ``caller`` names the function in errors.
+
+    Raises
+    ------
+    GrammarError
+        Neither a Grammar nor a CompiledGrammar, or compiled for a different vocabulary.
+    """
+    if isinstance(grammar, CompiledGrammar):
+        if grammar.vocab is not vocab and grammar.vocab.fingerprint != vocab.fingerprint:
+            raise GrammarError("the grammar was compiled for a different vocabulary than the one given")
+        return grammar
+    if isinstance(grammar, Grammar):
+        return grammar.compile(vocab)
+    raise GrammarError(f"{caller} needs a Grammar or CompiledGrammar, got {type(grammar).__name__}")
 
 
 _FINISHED = object()
