@@ -29,7 +29,7 @@ from .ir import Cfg
 __all__ = ["EarleyGrammar", "EarleySet"]
 
 _SIG_LIMIT = 200_000
-_RECENT = 4096
+_RECENT = 256
 
 
 class EarleyGrammar:
