@@ -1,7 +1,8 @@
 """Choice: one of a fixed set of strings (labels, enum values), or several distinct ones joined.
 
-The labels form a byte trie, which is already a DFA (state = trie node). Single-label masks come from
-the shared token index (:class:`grammarmask.index.DfaTokenIndex`), computed once per trie node.
+Single-label mode is a regular language: the labels become one minimal DFA
+(:func:`grammarmask.automata.from_strings`) compiled like any regex, so a step is a cached lookup in
+the shared token index.
 
 Multi-label mode (``separator="|"``) accepts ``l1 | l2 | ... | lk`` with distinct labels. "Distinct"
 is not a small automaton (it remembers a set), so the state is ``(trie node, used labels)`` and the
@@ -21,12 +22,13 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from ..automata import DFA
+from ..automata import DFA, from_strings
 from ..errors import GrammarError
 from ..grammar import CompiledGrammar, Grammar
 from ..index import DfaTokenIndex
 from ..mask import words_from_ids
 from ..vocab import Vocabulary
+from .regex import DfaCompiledGrammar
 
 __all__ = ["Choice"]
 
@@ -116,13 +118,21 @@ class Choice(Grammar):
     def to_dfa(self) -> DFA | None:
         if self.separator is not None:
             return None  # "no label repeated" is not a small automaton
-        return self._trie().dfa
+        labels = [lab.encode() for lab in self.labels]
+        spaced = [b" " + lab for lab in labels]
+        if self.leading_space == "always":
+            return from_strings(spaced)
+        if self.leading_space == "optional":
+            if any(lab.startswith(b" ") for lab in labels):
+                raise GrammarError("leading_space='optional' is ambiguous with a label starting with a space")
+            return from_strings(labels + spaced)
+        return from_strings(labels)
 
     def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
-        trie = self._trie()
-        if self.separator is None:
-            return _SingleCompiled(vocab, trie)
-        return _MultiCompiled(vocab, trie, self.max_labels)
+        dfa = self.to_dfa()
+        if dfa is not None:
+            return DfaCompiledGrammar(vocab, dfa)
+        return _MultiCompiled(vocab, self._trie(), self.max_labels)
 
 
 class _LabelTrie:
@@ -138,6 +148,8 @@ class _LabelTrie:
         self.sep_states: list[int] = []
         self.sep_first = -1  # first separator byte (multi-label mode)
         self.n_labels = 0
+        self.subtree: list[int] = []
+        self.end_dist: list[int] = []
         self.root = 1
         self.start = 1
 
@@ -186,23 +198,29 @@ class _LabelTrie:
                     t.sep_states.append(target)
                 node = target
         t.n_labels = len(labels)
-        t._finish()
+        t._finish(multi=sep is not None)
         return t
 
-    def _finish(self) -> None:
+    def _finish(self, multi: bool) -> None:
         n = len(self.children)
+        edges = np.array(
+            [(s, b, d) for s, kids in enumerate(self.children) for b, d in kids.items()], dtype=np.int32
+        ).reshape(-1, 3)
         trans = np.zeros((n, 256), dtype=np.int32)
-        for s, kids in enumerate(self.children):
-            for b, d in kids.items():
-                trans[s, b] = d
+        trans[edges[:, 0], edges[:, 1]] = edges[:, 2]
         self.transitions = trans
-        self.accepting = np.array([lab >= 0 for lab in self.end_label], dtype=bool)
+        self.accepting = np.array(self.end_label, dtype=np.int64) >= 0
         self.dfa = DFA(transitions=trans, accepting=self.accepting, start=self.start)
-        # subtree label bitsets (Python ints) and distance to the nearest label end, for multi mode.
+        if multi:
+            self._subtree_tables()
+
+    def _subtree_tables(self) -> None:
+        """Multi-label mode: each state's set of labels below it (a bitset in a Python int) and its
+        distance to the nearest label end."""
+        n = len(self.children)
         self.subtree = [0] * n
         self.end_dist = [1 << 30] * n
-        order = self._topological()
-        for s in reversed(order):
+        for s in reversed(self._topological()):
             bits = 1 << self.end_label[s] if self.end_label[s] >= 0 else 0
             dist = 0 if self.end_label[s] >= 0 else 1 << 30
             for c in self.children[s].values():
@@ -226,50 +244,15 @@ class _LabelTrie:
         return order
 
 
-class _TrieCompiled(CompiledGrammar):
-    """What both modes share: the label DFA, its token index, forced runs."""
-
-    def __init__(self, vocab: Vocabulary, trie: _LabelTrie) -> None:
-        self.vocab = vocab
-        self.trie = trie
-        self.index = DfaTokenIndex(vocab, trie.dfa)
-
-    def _forced_from(self, state: int) -> bytes:
-        out = bytearray()
-        kids = self.trie.children
-        while len(kids[state]) == 1 and not self.trie.accepting[state]:
-            ((b, state),) = kids[state].items()
-            out.append(b)
-        return bytes(out)
-
-
-class _SingleCompiled(_TrieCompiled):
-    """State: the DFA state (an int)."""
-
-    def initial_state(self) -> int:
-        return self.trie.start
-
-    def state_mask_words(self, state: int) -> Words:
-        return self.index.mask_words(state)
-
-    def advance_state(self, state: int, token_id: int) -> int | None:
-        nxt = self.index.next_state(state, token_id)
-        return nxt or None
-
-    def is_accepting_state(self, state: int) -> bool:
-        return bool(self.trie.accepting[state])
-
-    def forced_bytes(self, state: int) -> bytes:
-        return self._forced_from(state)
-
-
-class _MultiCompiled(_TrieCompiled):
+class _MultiCompiled(CompiledGrammar):
     """State: ``(DFA state, bitset of used labels, labels completed)``."""
 
     _CACHE = 4096
 
     def __init__(self, vocab: Vocabulary, trie: _LabelTrie, max_labels: int | None) -> None:
-        super().__init__(vocab, trie)
+        self.vocab = vocab
+        self.trie = trie
+        self.index = DfaTokenIndex(vocab, trie.dfa)
         self.max_labels = max_labels
         self._masks: OrderedDict[tuple[int, int], Words] = OrderedDict()
         self.sorted_tokens = vocab.trie.sorted_tokens
@@ -278,7 +261,13 @@ class _MultiCompiled(_TrieCompiled):
         return (self.trie.start, 0, 0)
 
     def forced_bytes(self, state: Any) -> bytes:
-        return self._forced_from(state[0]) if self.trie.end_label[state[0]] < 0 else b""
+        s = state[0]
+        out = bytearray()
+        kids = self.trie.children
+        while len(kids[s]) == 1 and self.trie.end_label[s] < 0:
+            ((b, s),) = kids[s].items()
+            out.append(b)
+        return bytes(out)
 
     def is_accepting_state(self, state: Any) -> bool:
         s, used, _count = state
