@@ -363,6 +363,24 @@ CASES: list[tuple[dict[str, Any], list[Any], list[Any]]] = [
         [[], ["a", "a"], [1, 1], ["c"]],
     ),
     ({"type": "string", "minLength": 1, "not": {"pattern": "//"}}, ["a", "/a/"], ["", "a//b"]),
+    (
+        {
+            "type": "object",
+            "properties": {"b": {"type": "integer"}, "a": {"type": "integer"}},
+            "dependentRequired": {"a": ["b"], "c": ["a"]},
+        },
+        [{"b": 1, "a": 1}, {"b": 1}, {}, {"b": 1, "a": 2, "c": 3}, {"x": 1}],
+        [{"a": 1}, {"c": 1}, {"b": 1, "c": 1}],
+    ),
+    (
+        {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "properties": {"a": {"type": "integer"}, "b": {}},
+            "dependencies": {"b": ["a"]},
+        },
+        [{"a": 1, "b": 2}, {"a": 1}, {}],
+        [{"b": 1}],
+    ),
 ]
 
 

@@ -36,11 +36,12 @@ ENFORCED = frozenset(
         "items", "prefixItems", "minItems", "maxItems", "contains", "minContains", "unevaluatedItems",
         "properties", "required", "additionalProperties", "patternProperties", "propertyNames",
         "minProperties", "maxProperties", "unevaluatedProperties", "uniqueItems", "maxContains",
+        "dependentRequired",
     }
 )  # fmt: skip
 REFUSED = frozenset(
     {
-        "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies",
+        "if", "then", "else", "dependentSchemas", "dependencies",
         "$dynamicRef", "$recursiveRef",
     }
 )  # fmt: skip
@@ -65,6 +66,9 @@ def normalize(s: Schema, draft: int) -> Schema:
     s = dict(s)
     if draft <= 7 and "$ref" in s:  # siblings of $ref are ignored before 2019-09
         return {"$ref": s["$ref"]}
+    deps = s.get("dependencies")
+    if draft <= 7 and isinstance(deps, dict) and all(isinstance(v, list) for v in deps.values()):
+        s["dependentRequired"] = s.pop("dependencies")  # the array form is dependentRequired
     if draft < 2020:
         s.pop("prefixItems", None)  # not a keyword before 2020-12
         if isinstance(s.get("items"), list):

@@ -227,8 +227,13 @@ class ObjectBuilder:
                 re.compile(p)
             except re.error:
                 c.unsupported("patternProperties", ptr, f"pattern {p!r} is not a Python regex")
-        members: list[tuple[str, bool]] = []
-        declared = list(dict.fromkeys([*props, *required]))
+        members: list[tuple[str, bool, str]] = []
+        deps = s.get("dependentRequired", {})
+        if not isinstance(deps, dict) or not all(isinstance(v, list) for v in deps.values()):
+            raise GrammarError(f"at {ptr or '/'}: dependentRequired must map names to arrays")
+        targets = [t for v in deps.values() for t in v]
+        involved = [k for k in dict.fromkeys([*targets, *deps]) if isinstance(k, str)]
+        declared = list(dict.fromkeys([*props, *required, *involved]))
         for key in declared:
             req = key in required
             parts = [props[key]] if key in props else []
@@ -247,7 +252,7 @@ class ObjectBuilder:
                     return c.empty(ptr, f"required property {key!r} cannot have a value")
                 continue
             k_term = regex_terminal('"' + literal(key) + '"')
-            members.append((c.rule(f'{w} {k_term} {w} ":" {w} {val} {w}', "m"), req))
+            members.append((c.rule(f'{w} {k_term} {w} ":" {w} {val} {w}', "m"), req, key))
         extra = self.extras(pats, addl, pnames, declared + forbidden, ptr, resolver)
         n = len(members)
         # d counts declared members, e further members. json.loads keeps one of duplicate keys, and
@@ -255,32 +260,38 @@ class ObjectBuilder:
         dcap = hi if hi is not None else max(lo, 1)
         ecap = hi if hi is not None else 1
 
+        # present: the dependentRequired names emitted so far (all are declared members, so further
+        # members never carry them); a name needed by a present trigger cannot be skipped.
+        def needed(present: frozenset[str]) -> set[str]:
+            return {t for k in present for t in deps.get(k, [])}
+
         def trans(st: State) -> list[tuple[str, State]]:
-            i, d, e = cast(tuple[int, int, int], st)
+            i, d, e, present = cast(tuple[int, int, int, frozenset[str]], st)
             out: list[tuple[str, State]] = []
             sep = '"," ' if d + e > 0 else ""
             room = hi is None or d + e < hi
             if i < n:
-                m, req = members[i]
+                m, req, key = members[i]
+                now = present | {key} if key in involved else present
                 if room:
-                    out.append((sep + m, (i + 1, min(d + 1, dcap), e)))
-                if not req:
-                    out.append(("", (i + 1, d, e)))
+                    out.append((sep + m, (i + 1, min(d + 1, dcap), e, now)))
+                if not req and key not in needed(present):
+                    out.append(("", (i + 1, d, e, present)))
             elif extra is not None and room:
-                out.append((sep + extra, (n, d, min(e + 1, ecap))))
+                out.append((sep + extra, (n, d, min(e + 1, ecap), present)))
             return out
 
         def accept(st: State) -> bool:
-            i, d, e = cast(tuple[int, int, int], st)
-            return bool(i == n and d + min(e, 1) >= lo and d + e > 0)
+            i, d, e, present = cast(tuple[int, int, int, frozenset[str]], st)
+            return bool(i == n and d + min(e, 1) >= lo and d + e > 0 and needed(present) <= present)
 
         try:
-            body = self.machine((0, 0, 0), trans, accept, "o")
+            body = self.machine((0, 0, 0, frozenset()), trans, accept, "o")
         except OverflowError:
             c.unsupported("maxProperties", ptr, "too many counting states for this object")
             return None
         alts = []
-        if lo == 0 and not any(req for _, req in members):
+        if lo == 0 and not any(req for _, req, _ in members):
             alts.append(f'"{{" {w} "}}"')
         if body:
             alts.append(f'"{{" {body} "}}"')
