@@ -373,6 +373,11 @@ CASES: list[tuple[dict[str, Any], list[Any], list[Any]]] = [
         [{"a": 1}, {"c": 1}, {"b": 1, "c": 1}],
     ),
     (
+        {"if": {"type": "string"}, "then": {"maxLength": 2}, "else": {"type": "integer"}},
+        ["ab", 3, -1],
+        ["abc", 1.5, None],
+    ),
+    (
         {
             "$schema": "http://json-schema.org/draft-07/schema#",
             "properties": {"a": {"type": "integer"}, "b": {}},
@@ -443,7 +448,7 @@ def test_bad_input_errors(schema: Any, fragment: str) -> None:
 
 
 @pytest.mark.parametrize(("schema", "keyword", "pointer"), [
-    ({"properties": {"a": {"if": {"type": "string"}}}}, "if", "/properties/a"),
+    ({"properties": {"a": {"if": {"properties": {"x": {"const": 1}}}}}}, "if", "/properties/a"),
     ({"type": "array", "uniqueItems": True}, "uniqueItems", ""),
     ({"type": "number", "multipleOf": 0.1}, "multipleOf", ""),
     ({"oneOf": [{"type": "integer"}, {"minimum": 2}]}, "oneOf", ""),

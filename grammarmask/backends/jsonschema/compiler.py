@@ -177,6 +177,8 @@ class Compiler:
 
     def node(self, s: dict[str, Any], ptr: str, resolver: Any) -> str | None:
         s = normalize(s, self.draft)
+        if "if" in s and self.draft >= 7:
+            s = self.if_then_else(s)
         for k in [k for k in s if k in REFUSED]:
             self.unsupported(k, ptr, f"{k!r} is not supported")
             s = {x: v for x, v in s.items() if x != k}
@@ -192,6 +194,27 @@ class Compiler:
         if any(k in rest for k in ("anyOf", "oneOf", "_more_anyOf", "_more_oneOf")):
             return self.union(rest, ptr, resolver)
         return self.simple(rest, ptr, resolver)
+
+    def if_then_else(self, s: dict[str, Any]) -> dict[str, Any]:
+        """``if``/``then``/``else`` as ``anyOf: [if and then, (not if) and else]`` when ``not if`` is one
+        that ``not`` enforces (one keyword among type, enum/const, required); else unchanged (refused)."""
+        cond = s["if"]
+        simple = {"type", "enum", "const", "required"}
+        keys = {k for k in cond if k in ENFORCED} if isinstance(cond, dict) else set()
+        if isinstance(cond, bool):
+            branch = s.get("then", True) if cond else s.get("else", True)
+            out = {k: v for k, v in s.items() if k not in ("if", "then", "else")}
+            out["allOf"] = [*out.get("allOf", []), branch]
+            return out
+        if len(keys) != 1 or not keys <= simple:
+            return s
+        out = {k: v for k, v in s.items() if k not in ("if", "then", "else")}
+        pair = [{"allOf": [cond, s.get("then", True)]}, {"allOf": [s.get("else", True)], "not": cond}]
+        if "anyOf" in out:
+            out["_more_anyOf"] = [*out.get("_more_anyOf", []), pair]
+        else:
+            out["anyOf"] = pair
+        return out
 
     def flatten(self, s: Schema, ptr: str, resolver: Any) -> dict[str, Any] | None:
         """Merge ``allOf`` and ``$ref`` (inlined) into one ref-free node; None if it is false."""
