@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import random
+from pathlib import Path
 
 _TOP = [
     "Technology",
@@ -81,3 +83,16 @@ def taxonomy_labels(n: int, seed: int = 0) -> list[str]:
             seen.add(label)
             out.append(label)
     return out
+
+
+def _corpus_dir() -> Path:
+    """The shared corpus of third-party grammars and schemas: ``$GRAMMARMASK_CORPUS``, else
+    ``shared/corpus`` beside this checkout (where CI puts it), else the workplace's copy."""
+    env = os.environ.get("GRAMMARMASK_CORPUS")
+    if env:
+        return Path(env)
+    beside = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+    return beside if beside.is_dir() else Path("/work/shared/corpus")
+
+
+CORPUS = _corpus_dir()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import re
-from pathlib import Path
 
 import lark
 import pytest
@@ -13,8 +12,9 @@ import pytest
 from grammarmask.automata import regex_to_dfa
 from grammarmask.automata.lark_idioms import rewrite_lark_idioms
 from grammarmask.errors import GrammarError
+from tests.support import CORPUS as SHARED_CORPUS
 
-CORPUS = Path("/work/shared/corpus/lark/lark-parser/lark_grammars")
+CORPUS = SHARED_CORPUS / "lark/lark-parser/lark_grammars"
 
 ORIGINALS = [
     (r'".*?(?<!\\)(\\\\)*?"', 0),

@@ -21,6 +21,7 @@ from grammarmask.errors import GrammarError
 from grammarmask.mask import Mask
 from grammarmask.testing import assert_accepts, assert_rejects, byte_vocabulary, reference_mask
 from grammarmask.vocab import Vocabulary
+from tests.support import CORPUS as SHARED_CORPUS
 
 from .test_cfg_oracle import LarkOracle
 
@@ -143,7 +144,7 @@ def test_errors_say_where(name: str) -> None:
 
 def test_every_corpus_gbnf_compiles() -> None:
     vocab = byte_vocabulary()
-    files = sorted(glob.glob("/work/shared/corpus/gbnf/*/*.gbnf"))
+    files = sorted(glob.glob(f"{SHARED_CORPUS}/gbnf/*/*.gbnf"))
     assert len(files) >= 9
     for path in files:
         c = Gbnf.from_file(path).compile(vocab)
@@ -161,6 +162,6 @@ CORPUS_EXAMPLES = {
 
 @pytest.mark.parametrize("name", sorted(CORPUS_EXAMPLES))
 def test_corpus_gbnf_examples(name: str) -> None:
-    g = Gbnf.from_file(f"/work/shared/corpus/gbnf/llama.cpp/{name}")
+    g = Gbnf.from_file(f"{SHARED_CORPUS}/gbnf/llama.cpp/{name}")
     for s in CORPUS_EXAMPLES[name]:
         assert_accepts(g, s)

@@ -13,8 +13,9 @@ import pytest
 from grammarmask.backends.lark import Lark
 from grammarmask.errors import GrammarError
 from grammarmask.testing import assert_accepts, assert_rejects, byte_vocabulary
+from tests.support import CORPUS as SHARED_CORPUS
 
-CORPUS = "/work/shared/corpus/lark"
+CORPUS = str(SHARED_CORPUS / "lark")
 
 # (grammar, accepted, rejected): lark decides, we must agree.
 FEATURES = {

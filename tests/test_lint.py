@@ -14,9 +14,10 @@ from lark import logger as lark_logger
 
 from grammarmask.errors import GrammarError
 from grammarmask.lint import Finding, lint_gbnf, lint_lark
+from tests.support import CORPUS as SHARED_CORPUS
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
-CORPUS = "/work/shared/corpus"
+CORPUS = str(SHARED_CORPUS)
 
 
 def _read(path: str) -> str:
