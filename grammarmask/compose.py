@@ -122,8 +122,8 @@ class And(_Composite):
         return _AndCompiled(vocab, [p.compile(vocab) for p in self.parts])
 
 
-class _AndCompiled(CompiledGrammar):
-    """State: a tuple with each part's state."""
+class _PartsCompiled(CompiledGrammar):
+    """Compiled parts run side by side; the state is a tuple with one entry per part."""
 
     def __init__(self, vocab: Vocabulary, parts: list[CompiledGrammar]) -> None:
         self.vocab = vocab
@@ -131,6 +131,10 @@ class _AndCompiled(CompiledGrammar):
 
     def initial_state(self) -> State:
         return tuple(p.initial_state() for p in self.parts)
+
+
+class _AndCompiled(_PartsCompiled):
+    """State: a tuple with each part's state."""
 
     def state_mask_words(self, state: State) -> Words:
         words = self.parts[0].state_mask_words(state[0])
@@ -181,15 +185,8 @@ class Union(_Composite):
         return _UnionCompiled(vocab, [p.compile(vocab) for p in self.parts])
 
 
-class _UnionCompiled(CompiledGrammar):
+class _UnionCompiled(_PartsCompiled):
     """State: a tuple with one entry per part, the part's state or None once the part rejected."""
-
-    def __init__(self, vocab: Vocabulary, parts: list[CompiledGrammar]) -> None:
-        self.vocab = vocab
-        self.parts = parts
-
-    def initial_state(self) -> State:
-        return tuple(p.initial_state() for p in self.parts)
 
     def state_mask_words(self, state: State) -> Words:
         out: Words | None = None
