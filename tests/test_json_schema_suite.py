@@ -33,6 +33,7 @@ NARROWED = (
     "custom metaschema with with no validation vocabulary",  # vocabularies are not read
     "dependentRequired: multiple dependents required: with dependencies",  # key order
     "dependentRequired: dependencies with escaped characters: quoted quotes",
+    "dependentRequired: dependencies with escaped characters: CRLF",  # key order: dependents first
 )
 
 FAST_FILES = [
