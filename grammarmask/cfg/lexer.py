@@ -20,6 +20,40 @@ from .ir import Cfg
 __all__ = ["LexerTables"]
 
 
+class _Rows(dict[int, list[int]]):
+    """``rows[s]`` is ``table[s].tolist()``, made on first use (big grammars have 10^4+ states, and
+    converting them all up front cost more than the rest of the lexer tables)."""
+
+    def __init__(self, table: npt.NDArray[np.int32]) -> None:
+        super().__init__()
+        self.table = table
+
+    def __missing__(self, s: int) -> list[int]:
+        row: list[int] = self.table[s].tolist()
+        self[s] = row
+        return row
+
+
+def _can_reach(table: npt.NDArray[np.int32], acc: npt.NDArray[np.bool_], src: npt.NDArray[np.intp],
+               byte: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
+    """Which states reach an accepting state in zero or more steps (a backward search over the edges
+    ``src --byte-->``)."""
+    dst = table[src, byte].astype(np.int64)
+    order = np.argsort(dst, kind="stable")
+    preds = src[order].astype(np.int64)
+    lo = np.searchsorted(dst[order], np.arange(table.shape[0] + 1))
+    seen: npt.NDArray[np.bool_] = acc.copy()
+    seen[0] = False
+    todo = np.nonzero(seen)[0]
+    while todo.size:
+        cnt = lo[todo + 1] - lo[todo]
+        idx = np.repeat(lo[todo] - np.cumsum(cnt) + cnt, cnt) + np.arange(int(cnt.sum()))
+        nxt = np.unique(preds[idx])
+        todo = nxt[~seen[nxt]]
+        seen[todo] = True
+    return seen
+
+
 class LexerTables:
     """The combined terminal DFAs of ``cfg`` and cached reachability facts about them."""
 
@@ -51,24 +85,21 @@ class LexerTables:
         self.greedy = [t.greedy for t in terms]
         self.is_ignore = [i in cfg.ignore for i in range(len(terms))]
         self.ignore = tuple(cfg.ignore)
-        self.rows: list[list[int]] = table.tolist()
+        #: rows[s][byte]: the transition table as Python lists, converted row by row on first use
+        self.rows: _Rows = _Rows(table)
         self.acc_list: list[bool] = acc.tolist()
         self.term_list: list[int] = term_of.tolist()
         # reaccept[s]: a non-empty path from s reaches an accepting state (else a shadow in s is harmless).
-        reaches = acc.copy()
+        src, byte = np.nonzero(table)
+        reaches = _can_reach(table, acc, src, byte)
         succ_any = np.zeros(total, dtype=bool)
-        changed = True
-        while changed:
-            succ_any = reaches[table].any(axis=1)
-            new = reaches | succ_any
-            changed = bool((new != reaches).any())
-            reaches = new
-        succ_any = reaches[table].any(axis=1)
+        np.logical_or.at(succ_any, src, reaches[table[src, byte]])
         succ_any[0] = False
         self.reaccept: list[bool] = succ_any.tolist()
         #: first_bits[s]: the bytes that keep state s alive, as an int bitset
+        raw = np.packbits(table != 0, axis=1, bitorder="little").tobytes()
         self.first_bits: list[int] = [
-            int.from_bytes(np.packbits(row != 0, bitorder="little").tobytes(), "little") for row in table
+            int.from_bytes(raw[i : i + 32], "little") for i in range(0, len(raw), 32)
         ]
         self._reach: dict[tuple[int, tuple[int, ...]], bool] = {}
 
