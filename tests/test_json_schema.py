@@ -386,6 +386,17 @@ CASES: list[tuple[dict[str, Any], list[Any], list[Any]]] = [
         [{"a": 1, "b": 2}, {"a": 1}, {}],
         [{"b": 1}],
     ),
+    # formats jsonschema never checks are annotations (there and here); lengths still apply
+    (
+        {"type": "string", "format": "semver", "maxLength": 5},
+        ["1.2.3", "", "not a semver"[:5]],
+        ["1.2.3.4", 3],
+    ),
+    (
+        {"type": "object", "properties": {"c": {"format": "css-color", "type": "string"}}, "required": ["c"]},
+        [{"c": "red"}, {"c": ""}],
+        [{"c": 1}, {}],
+    ),
 ]
 
 

@@ -24,7 +24,7 @@ from jsonschema.validators import validator_for
 
 from ...errors import GrammarError, UnsupportedSchemaError
 from . import objects
-from .formats import FORMATS, format_width
+from .formats import FORMATS, enforced_format, format_width
 from .keyset import KeySetTooLarge, key_regex
 from .keywords import ENFORCED, REFUSED, is_trivial, merge, normalize, refuse, types_of
 from .numbers import JSON_NUMBER, number_regex
@@ -544,7 +544,7 @@ class Compiler:
         lo, hi = s.get("minLength", 0), s.get("maxLength")
         if s.get("_not_patterns"):
             return self.string_avoiding(s, ptr, excluded)
-        plain = not any(k in s for k in ("pattern", "format")) and not excluded
+        plain = "pattern" not in s and enforced_format(s) is None and not excluded
         if plain and isinstance(hi, int) and hi > LONG_STRING and isinstance(lo, int) and 0 <= lo <= CHUNK:
             return self.long_string(lo, hi)
         body = self.string_body(s, ptr)
@@ -562,7 +562,7 @@ class Compiler:
         terminators in the string, a narrowing)."""
         lo, hi = s.get("minLength", 0), s.get("maxLength")
         match = [s["pattern"]] if isinstance(s.get("pattern"), str) else []
-        if hi is not None or lo > 1 or "format" in s:
+        if hi is not None or lo > 1 or enforced_format(s) is not None:
             self.unsupported("not", ptr, "'not pattern' together with format or length limits")
             return None
         if lo == 1:
@@ -614,7 +614,7 @@ class Compiler:
         lo, hi = int(lo), (None if hi is None else int(hi))
         if hi is not None and lo > hi:
             return self.empty(ptr, "minLength > maxLength")
-        fmt = s.get("format")
+        fmt = enforced_format(s)
         pat = s.get("pattern")
         if fmt is not None and fmt not in FORMATS:
             self.unsupported("format", ptr, f"format {fmt!r} is not supported")

@@ -10,7 +10,7 @@ JSON escapes, so the text equals the decoded string.
 
 from __future__ import annotations
 
-__all__ = ["FORMATS", "format_width"]
+__all__ = ["CHECKED_ELSEWHERE", "FORMATS", "enforced_format", "format_width"]
 
 _D2 = "[0-9]{2}"
 _YEAR = "(?:[0-9]{3}[1-9]|[0-9]{2}[1-9]0|[0-9][1-9]00|[1-9]000)"  # 0001..9999 (Python has no year 0)
@@ -93,3 +93,21 @@ def format_width(name: str) -> tuple[int, int | None]:
 
     lo, hi = sre_p.parse(FORMATS[name]).getwidth()
     return lo, (None if hi >= 2**31 - 1 or hi >= 65535 else hi)
+
+
+# Every format name ``jsonschema`` can check for some draft (some only with an optional package).
+# A format outside this set and outside FORMATS is one ``jsonschema`` never checks: it is an
+# annotation there, so it is one here too (no string is excluded by it).
+CHECKED_ELSEWHERE = frozenset({
+    "color", "date", "date-time", "duration", "email", "host-name", "hostname", "idn-email",
+    "idn-hostname", "ip-address", "ipv4", "ipv6", "iri", "iri-reference", "json-pointer", "regex",
+    "relative-json-pointer", "time", "uri", "uri-reference", "uri-template", "uuid",
+})
+
+
+def enforced_format(s: dict[str, object]) -> object:
+    """The node's ``format`` if it constrains strings (None when absent or unknown to ``jsonschema``)."""
+    fmt = s.get("format")
+    if isinstance(fmt, str) and fmt not in FORMATS and fmt not in CHECKED_ELSEWHERE:
+        return None
+    return fmt
