@@ -397,6 +397,27 @@ CASES: list[tuple[dict[str, Any], list[Any], list[Any]]] = [
         [{"c": "red"}, {"c": ""}],
         [{"c": 1}, {}],
     ),
+    # pattern/format with lengths that do not fold into the regex: an exact intersection terminal
+    (
+        {"type": "string", "maxLength": 12, "pattern": r"^(\d+\.\d+\.\d+.*)$"},
+        ["1.2.3", "1.2.3-beta.1", "10.20.30-~"],
+        ["1.2.3-beta.10", "1.2", "x1.2.3", 5],
+    ),
+    (
+        {"type": "string", "minLength": 5, "maxLength": 9, "pattern": r"^\S+@\S+$"},
+        ["a@b.c", "ab@cd.efg", "~@\"x\"y"],
+        ["a@b", "ab@cd.efgh", "a @b.c", "@@@@", "abcdefg"],
+    ),
+    (
+        {"type": "string", "format": "date", "pattern": "^[0-9]{4}-01"},
+        ["2020-01-31", "1999-01-01"],
+        ["2020-02-01", "2020-01-32", "2020-01"],
+    ),
+    (
+        {"type": "string", "format": "ipv4", "maxLength": 9},
+        ["1.2.3.4", "10.20.3.4"],
+        ["10.20.30.4", "1.2.3"],
+    ),
 ]
 
 
@@ -549,3 +570,58 @@ def test_random_schemas_round_trip() -> None:
         for _ in range(10):
             text = sampler.sample()
             assert text is not None and v.is_valid(json.loads(text)), (schema, text)
+
+
+# ---- intersection terminals through grammarmask's own compile (the product automaton) ---------------
+
+_TOKENS = [bytes([i]) for i in range(256)] + [b'"1.', b"2.3", b'-x"', b"@b", b'a@', b'c"', b'"a', b"xxxx"]
+_ISECT = [
+    {"type": "string", "maxLength": 12, "pattern": r"^(\d+\.\d+\.\d+.*)$"},
+    {"type": "string", "minLength": 5, "maxLength": 9, "pattern": r"^\S+@\S+$"},
+    {"type": "string", "maxLength": 10, "pattern": "a", "format": "email"},
+]
+
+
+@pytest.fixture(scope="module")
+def small_vocab() -> Any:
+    from grammarmask import Vocabulary
+
+    eos = len(_TOKENS)
+    return Vocabulary.from_tokens([*_TOKENS, b""], eos_token_id=eos, special_token_ids=[eos])
+
+
+def _accepts(compiled: Any, tokens: list[int]) -> bool:
+    from grammarmask.errors import TokenRejected
+
+    m = compiled.matcher()
+    for t in tokens:
+        if t not in m.mask():
+            return False
+        try:
+            m.advance(t)
+        except TokenRejected:
+            raise AssertionError("the mask allowed a token advance refused") from None
+    return bool(m.is_accepting())
+
+
+def _greedy(text: bytes) -> list[int]:
+    by = {b: i for i, b in enumerate(_TOKENS)}
+    out, i = [], 0
+    while i < len(text):
+        j = max(k for k in range(i + 1, min(len(text), i + 4) + 1) if text[i:k] in by)
+        out.append(by[text[i:j]])
+        i = j
+    return out
+
+
+@pytest.mark.parametrize("schema", _ISECT)
+@settings(max_examples=150, deadline=None)
+@given(s=st.text("0123456789.-xa@b c", max_size=14))
+def test_intersection_terminals_match_jsonschema(schema: dict[str, Any], s: str, small_vocab: Any) -> None:
+    compiled = JsonSchema(schema).compile(small_vocab)
+    text = json.dumps(s).encode()
+    expected = validator(schema).is_valid(s)
+    if schema.get("format") == "email" and expected:
+        assume(re.fullmatch(FORMATS["email"], s) is not None)  # the format regex is a documented subset
+    assert _accepts(compiled, _greedy(text)) == expected
+    assert _accepts(compiled, list(text)) == expected  # byte by byte too

@@ -64,8 +64,17 @@ class RegexSampler:
         tree = self.cache.get(pattern)
         if tree is None:
             tree = self.cache[pattern] = P.parse(pattern)
-        out: list[str] = []
-        return "".join(out) if self._seq(tree, out) else None
+        if not any(op is C.ASSERT for op, _ in tree):
+            out: list[str] = []
+            return "".join(out) if self._seq(tree, out) else None
+        # (?=A)(?=B)C, an intersection terminal (each part a whole string): sample one part, keep
+        # the strings that re says match the whole pattern
+        parts = [tree] + [av[1] for op, av in tree if op is C.ASSERT]
+        for _ in range(300):
+            out = []
+            if self._seq(self.rng.choice(parts), out) and re.fullmatch(pattern, "".join(out)):
+                return "".join(out)
+        return None
 
     def _char(self, ok: Any) -> str | None:
         pool = [c for c in _POOL if ok(c)]
@@ -107,7 +116,7 @@ class RegexSampler:
                 for _ in range(n):
                     if not self._seq(body, out):
                         return False
-            elif op is C.AT:
+            elif op is C.AT or op is C.ASSERT:  # lookaheads are checked by sample()
                 continue
             else:
                 raise NotImplementedError(op)

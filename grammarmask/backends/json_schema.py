@@ -25,7 +25,7 @@ from .jsonschema.keywords import canonical
 __all__ = ["JsonSchema", "SchemaWarning"]
 
 _WHITESPACE = ("flexible", "compact")
-_TEXT_CACHE: OrderedDict[str, tuple[str, tuple[str, ...]]] = OrderedDict()
+_TEXT_CACHE: OrderedDict[str, tuple[str, tuple[str, ...], dict[str, tuple[str, ...]]]] = OrderedDict()
 _TEXT_LOCK = threading.Lock()
 _TEXT_CACHE_LIMIT = 256
 
@@ -95,6 +95,7 @@ class JsonSchema(Grammar):
         except (TypeError, ValueError) as e:
             raise GrammarError(f"schema is not JSON data: {e}") from None
         self._text: str | None = None
+        self._isect: dict[str, tuple[str, ...]] = {}
         self._lark: Any = None
 
     @classmethod
@@ -136,20 +137,23 @@ class JsonSchema(Grammar):
                     indent=indent if isinstance(indent, int) else None,
                     strict=bool(opts["strict"]),
                 )
-                hit = (compiler.to_lark(), tuple(compiler.warnings))
+                hit = (compiler.to_lark(), tuple(compiler.warnings), dict(compiler.isect))
                 with _TEXT_LOCK:
                     _TEXT_CACHE[self._key] = hit
                     while len(_TEXT_CACHE) > _TEXT_CACHE_LIMIT:
                         _TEXT_CACHE.popitem(last=False)
             for msg in hit[1]:
                 warnings.warn(msg, SchemaWarning, stacklevel=2)
+            self._isect = hit[2]
             self._text = hit[0]
         return self._text
 
     def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
-        from .lark import Lark
+        from ..cfg import CompiledCfg
+        from .jsonschema.intersect import compile_cfg
 
-        if self._lark is None:
-            self._lark = Lark(self.to_lark())
-        compiled: CompiledGrammar = self._lark._compile(vocab)
+        if self._lark is None:  # the CFG of the grammar text, intersection terminals made exact
+            text = self.to_lark()
+            self._lark = compile_cfg(text, self._isect)
+        compiled: CompiledGrammar = CompiledCfg(self._lark, vocab)
         return compiled

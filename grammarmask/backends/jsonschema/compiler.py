@@ -25,6 +25,7 @@ from jsonschema.validators import validator_for
 from ...errors import GrammarError, UnsupportedSchemaError
 from . import objects
 from .formats import FORMATS, enforced_format, format_width
+from .intersect import TooLarge, intersection_dfa, lark_regex, terminal_name
 from .keyset import KeySetTooLarge, key_regex
 from .keywords import ENFORCED, REFUSED, is_trivial, merge, normalize, refuse, types_of
 from .numbers import JSON_NUMBER, number_regex
@@ -103,6 +104,7 @@ class Compiler:
         self.warnings: list[str] = []
         self.long: dict[tuple[int, int], str] = {}
         self.chunks: dict[tuple[int, int], str] = {}
+        self.isect: dict[str, tuple[str, ...]] = {}  # intersection terminals: name -> parts
         self.ws = "" if whitespace == "compact" else "_W?"
         if whitespace == "compact":
             self.ws_def = ""
@@ -121,6 +123,7 @@ class Compiler:
             raise GrammarError(f"the schema admits no value: {why}")
         lines = [f"start: {top}"]
         lines += [f"{name}: {body}" for name, body in self.rules.items()]
+        lines += [f"{name}: {regex_terminal(lark_regex(parts))}" for name, parts in self.isect.items()]
         if self.ws_def:
             lines.append(self.ws_def)
         return "\n".join(lines) + "\n"
@@ -547,15 +550,40 @@ class Compiler:
         plain = "pattern" not in s and enforced_format(s) is None and not excluded
         if plain and isinstance(hi, int) and hi > LONG_STRING and isinstance(lo, int) and 0 <= lo <= CHUNK:
             return self.long_string(lo, hi)
-        body = self.string_body(s, ptr)
+        extra: list[str] = []
+        body = self.string_body(s, ptr, extra)
         if body is None:
             return None
+        if extra:
+            return self.intersection(body, extra, s, ptr, excluded)
         if excluded:
             if body != plain_string(0, None):
                 self.unsupported("not", ptr, "excluding string values from a constrained string")
             else:
                 body = key_not_in(excluded)
         return regex_terminal(f'"{body}"')
+
+    def intersection(
+        self, body: str, extra: list[str], s: dict[str, Any], ptr: str, excluded: list[str]
+    ) -> str | None:
+        """A named terminal for strings matching ``body`` and every ``extra`` regex (exact product)."""
+        keyword = "maxLength" if "maxLength" in s else "minLength" if "minLength" in s else "pattern"
+        if excluded:
+            self.unsupported("not", ptr, "excluding string values from a constrained string")
+        parts = tuple(sorted({f'"{r}"' for r in (body, *extra)}))
+        for name, known in self.isect.items():
+            if known == parts:
+                return name
+        try:
+            dfa = intersection_dfa(parts)
+        except TooLarge:
+            self.unsupported(keyword, ptr, "pattern/format and length limits: product too large")
+            return regex_terminal(f'"{body}"')
+        if dfa.is_empty():
+            return self.empty(ptr, "no string satisfies the pattern/format and the length limits together")
+        name = terminal_name(len(self.isect))
+        self.isect[name] = parts
+        return name
 
     def string_avoiding(self, s: dict[str, Any], ptr: str, excluded: list[str]) -> str | None:
         """A string that ``re.search``-matches none of ``not: {pattern}``: a key-set DFA (no line
@@ -603,8 +631,12 @@ class Compiler:
             self.chunks[(lo, hi)] = self.rule(regex_terminal(f"{ANY_CHAR}{{{lo},{hi}}}"), "k")
         return self.chunks[(lo, hi)]
 
-    def string_body(self, s: dict[str, Any], ptr: str) -> str | None:
-        """Regex for the JSON text inside the quotes (None: no string fits)."""
+    def string_body(self, s: dict[str, Any], ptr: str, extra: list[str] | None = None) -> str | None:
+        """Regex for the JSON text inside the quotes (None: no string fits).
+
+        With ``extra``, constraints that do not fold into one regex are appended to it as further
+        regexes the string must also match (the caller intersects them); without it they are refused.
+        """
         lo = s.get("minLength", 0)
         hi = s.get("maxLength")
         for k, v in (("minLength", lo), ("maxLength", hi)):
@@ -620,11 +652,17 @@ class Compiler:
             self.unsupported("format", ptr, f"format {fmt!r} is not supported")
             fmt = None
         if fmt is not None and pat is not None:
-            self.unsupported("pattern", ptr, "pattern together with format is not supported")
+            if extra is not None and isinstance(pat, str):
+                extra.append(pattern_regex(pat, ptr)[0])
+            else:
+                self.unsupported("pattern", ptr, "pattern together with format is not supported")
             pat = None
         if fmt is not None:
             wlo, whi = format_width(fmt)
             if wlo < lo or (hi is not None and (whi is None or whi > hi)):
+                if extra is not None:
+                    extra.append(plain_string(lo, hi))
+                    return FORMATS[fmt]
                 self.unsupported(
                     "maxLength" if hi is not None else "minLength",
                     ptr,
@@ -635,7 +673,9 @@ class Compiler:
             if not isinstance(pat, str):
                 raise GrammarError(f"at {ptr or '/'}: pattern must be a string")
             r, ok = pattern_regex(pat, ptr, lo, hi)
-            if not ok:
+            if not ok and extra is not None:
+                extra.append(plain_string(lo, hi))
+            elif not ok:
                 self.unsupported(
                     "maxLength" if hi is not None else "minLength",
                     ptr,

@@ -1,0 +1,80 @@
+"""String terminals that are the intersection of several regexes (``pattern`` or ``format`` with lengths).
+
+A JSON string whose ``pattern`` (or ``format``) and ``minLength``/``maxLength`` do not fold into one
+regex becomes a named terminal whose language is the intersection of the regexes, each over the whole
+JSON text of the string, quotes included.
+
+- In the Lark text (``JsonSchema.to_lark()``, what ``lark`` parses), the terminal is written
+  ``/(?=P1)(?=P2)...Pn/``. Every ``Pi`` is ``"body"`` whose body has no unescaped quote, so a
+  lookahead ``Pi`` can only end at the closing quote: the terminal matches exactly ``P1 & ... & Pn``.
+- For grammarmask's own compile, the terminal's DFA is the product of the parts' DFAs (exact), built
+  here and swapped into the CFG that ``lark_to_cfg`` loads from the same text with ``Pn`` alone.
+
+Products are refused (the caller raises ``UnsupportedSchemaError``) past ``MAX_STATES`` states.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from typing import Any
+
+from ...automata import DFA, product, regex_to_dfa
+from ...errors import GrammarError
+
+__all__ = ["MAX_STATES", "TooLarge", "compile_cfg", "intersection_dfa", "lark_regex", "terminal_name"]
+
+MAX_STATES = 20_000
+_NAME = "ISECT"
+_DEF = re.compile(rf"^({_NAME}\d+): .*$", re.MULTILINE)
+
+
+class TooLarge(Exception):
+    """The product automaton exceeds MAX_STATES."""
+
+
+def terminal_name(i: int) -> str:
+    """The name of the i-th intersection terminal of a grammar."""
+    return f"{_NAME}{i}"
+
+
+def lark_regex(parts: tuple[str, ...]) -> str:
+    """The Python regex, with lookaheads, that ``lark`` runs for the intersection of ``parts``."""
+    return "".join(f"(?={p})" for p in parts[:-1]) + parts[-1]
+
+
+@functools.lru_cache(maxsize=512)
+def intersection_dfa(parts: tuple[str, ...]) -> DFA:
+    """The DFA of the intersection (exact); raises TooLarge past MAX_STATES states."""
+    try:
+        dfas = sorted((regex_to_dfa(p, max_states=MAX_STATES) for p in parts), key=lambda d: d.n_states)
+        out = dfas[0]
+        for d in dfas[1:]:
+            out = product(out, d, max_states=MAX_STATES)
+    except GrammarError as e:  # too many states while determinising or in the product
+        raise TooLarge(str(e)) from None
+    return out
+
+
+def compile_cfg(text: str, parts: dict[str, tuple[str, ...]]) -> Any:
+    """The CFG of the Lark ``text`` with each intersection terminal's DFA set to the exact product."""
+    from ..lark import lark_to_cfg
+    from .strings import regex_terminal
+
+    if not parts:
+        return lark_to_cfg(text)
+
+    def plain(m: re.Match[str]) -> str:
+        # the last part alone (a regex our automata accept), nested in i+1 groups so that lark, which
+        # reuses a terminal for an identical inline pattern, never maps another terminal onto it
+        name = m.group(1)
+        depth = int(name[len(_NAME):]) + 1
+        return f"{name}: {regex_terminal('(?:' * depth + parts[name][-1] + ')' * depth)}"
+
+    cfg = lark_to_cfg(_DEF.sub(plain, text))
+    terminals = tuple(
+        dataclasses.replace(t, dfa=intersection_dfa(parts[t.name])) if t.name in parts else t
+        for t in cfg.terminals
+    )
+    return dataclasses.replace(cfg, terminals=terminals).validated()
