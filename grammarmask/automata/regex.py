@@ -15,6 +15,8 @@ from re import _constants as C  # type: ignore[attr-defined]
 from re import _parser
 from typing import Any
 
+import numpy as np
+
 from ..errors import GrammarError
 from .charsets import (
     RangeSet,
@@ -24,7 +26,8 @@ from .charsets import (
     may_change_with_case,
     normalize,
 )
-from .dfa import DFA
+from .dfa import DFA, minimize
+from .direct import direct_dfa
 from .nfa import A_BEGIN, A_BOL, A_DOLLAR, A_END, A_EOL, NFA, determinize
 from .ops import add_dfa_to_nfa, from_strings
 from .utf8 import MAX_CODEPOINT, utf8_sequences
@@ -92,6 +95,9 @@ def _cached(pattern: str, flags: int, max_states: int) -> DFA:
         raise GrammarError(
             f"pattern too large: its repetitions expand to more than {nfa.max_states} characters"
         )
+    raw = direct_dfa(tree, flags, _charset_dfa_of, 20 * nfa.max_states)
+    if raw is not None:  # composed without a subset construction (see .direct)
+        return _check_size(minimize(DFA(*raw)), max_states)
     start, final = nfa.new_state(), nfa.new_state()
     try:
         _Builder(nfa, pattern).build(tree, flags, start, final)
@@ -342,6 +348,41 @@ class _Builder:
 @functools.lru_cache(maxsize=4096)
 def _sequences(ranges: RangeSet) -> tuple[tuple[tuple[int, int], ...], ...]:
     return tuple(utf8_sequences(ranges))
+
+
+def _charset_dfa_of(op: Any, av: Any, flags: int) -> DFA:
+    """The minimal DFA of one character node (for :func:`.direct.direct_dfa`)."""
+    return _charset_dfa(_charset(op, av, flags))
+
+
+@functools.lru_cache(maxsize=4096)
+def _charset_dfa(ranges: RangeSet) -> DFA:
+    """One character of ``ranges``: the DFA of its non-ASCII part (shared by many classes) with
+    the ASCII bytes added as edges from the start to the (unique) final state."""
+    ascii_part = [(lo, min(hi, 0x7F)) for lo, hi in ranges if lo <= 0x7F]
+    rest = tuple((max(lo, 0x80), hi) for lo, hi in ranges if hi >= 0x80)
+    if not ascii_part:
+        return _utf8_dfa(rest)
+    base = _utf8_dfa(rest)
+    if base.start == 0:
+        t = np.zeros((3, 256), np.int32)
+        acc = np.array([False, False, True])
+        start, final = 1, 2
+    else:
+        t = base.transitions.copy()
+        acc = base.accepting
+        start, final = base.start, int(np.flatnonzero(acc)[0])
+    for lo, hi in ascii_part:
+        t[start, lo : hi + 1] = final
+    return DFA(t, acc, start)
+
+
+@functools.lru_cache(maxsize=4096)
+def _utf8_dfa(ranges: RangeSet) -> DFA:
+    nfa = NFA()
+    start, end = nfa.new_state(), nfa.new_state()
+    _Builder(nfa, "").charset(ranges, start, end)
+    return determinize(nfa, start, end, max_states=1_000_000)
 
 
 def _charset(op: Any, av: Any, flags: int) -> RangeSet:
