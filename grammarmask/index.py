@@ -53,7 +53,8 @@ class ClassTrie:
     ``level_lo[d]:level_lo[d+1]``; the tokens whose class sequence is node ``n``'s path are
     ``tok_ids[tok_ptr[n]:tok_ptr[n+1]]`` and ``sub_count[n]`` counts the tokens in its subtree;
     ``tok_node[t]`` is token ``t``'s node, or
-    ``n_nodes`` (a sentinel that is never live) for special, empty and padding ids.
+    ``n_nodes`` (a sentinel that is never live) for special, empty and padding ids;
+    ``of_trie[m]`` is the class node of vocabulary-trie node ``m``.
     """
 
     cls: I32
@@ -66,6 +67,7 @@ class ClassTrie:
     parent: I64
     level_lo: I64
     sub_count: I64
+    of_trie: I64
 
     @property
     def n_nodes(self) -> int:
@@ -137,6 +139,7 @@ class ClassTrie:
             c_par,
             level_lo,
             sub_count,
+            cn,
         )
 
 

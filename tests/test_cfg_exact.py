@@ -102,6 +102,29 @@ def test_vectorised_walks_match_oracle(name: str, monkeypatch: pytest.MonkeyPatc
     assert checked > m
 
 
+@pytest.mark.parametrize("by_class", [True, False], ids=["class-trie", "byte-trie"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_dense_root_walks_match_oracle(name: str, by_class: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Only big vocabularies make lexeme states "broad"; make every state broad, on either trie.
+    from grammarmask.cfg import rootwalk
+
+    monkeypatch.setattr(rootwalk, "_BROAD_TOKENS", -1)
+    monkeypatch.setattr(rootwalk, "_MAX_CLASSES", 256 if by_class else 0)
+    text, alpha, _, m, _ = CASES[name]
+    _, shared_vocab, _, _ = _setup(name)
+    vocab = Vocabulary.from_tokens(list(shared_vocab.token_bytes), eos_token_id=0)  # no shared walks
+    compiled = Lark(text)._compile(vocab)
+    oracle = _setup(name)[0]
+    checked = 0
+    for n in range(m + 1):
+        for p in itertools.product(alpha, repeat=n):
+            prefix = "".join(p).encode()
+            if oracle.viable(prefix[:-1]) or not prefix:
+                _check(name, prefix, compiled)
+                checked += 1
+    assert checked > m
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(name=st.sampled_from(sorted(CASES)), data=st.data())
 def test_mask_matches_oracle_along_random_walks(name: str, data: st.DataObject) -> None:

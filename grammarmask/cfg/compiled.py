@@ -26,6 +26,7 @@ from ..vocab import Vocabulary
 from .earley import EarleyGrammar, EarleySet
 from .ir import Cfg
 from .lexer import LexerTables
+from .rootwalk import RootWalk, broad_states
 from .walk import Entry, Frontier, Group, TokenWalker
 
 __all__ = ["CompiledCfg"]
@@ -239,15 +240,63 @@ class CompiledCfg(CompiledGrammar):
             if hit is not None:
                 cache.move_to_end(key)
         if hit is None:
-            ent = self.walker.entry(q, self._plain_root)
-            hit = (ent.inside, [(g.q - off, g.nodes, g.at_words) for g in ent.groups])
+            rw = self._root_walk(t, key[0], cache, lock)
+            if rw is not None and not rw.broad[q - off]:
+                rw = None
+            empty = self.walker.empty
+
+            def shared(w: Words) -> Words | None:  # None: no tokens (each grammar has its own `empty`)
+                return None if w is empty or not w.any() else w
+
+            if rw is None:
+                ent = self.walker.entry(q, self._plain_root)
+                hit = (shared(ent.inside),
+                       [(g.q - off, g.nodes, shared(g.at_words), None) for g in ent.groups], None)
+            else:
+                inside, closes = rw.walk(q - off)
+                if rw.by_class:  # the closes are class-trie nodes: frontiers come from `rw`
+                    hit = (shared(inside), [(lq, None, shared(at), cn) for lq, cn, at in closes], rw)
+                else:
+                    hit = (shared(inside), [(lq, nodes, shared(at), None) for lq, nodes, at in closes], None)
             with lock:
                 cache[key] = hit
                 while len(cache) > _SHARED_LIMIT:
                     cache.popitem(last=False)
-            return ent
-        inside, groups = hit
-        return Entry(inside, [Group(lq + off, (), nodes, at) for lq, nodes, at in groups])
+        inside_w, groups, cw = hit
+        e = self.walker.empty
+        return Entry(e if inside_w is None else inside_w,
+                     [Group(lq + off, (), nodes, e if at is None else at, cw, cn)
+                      for lq, nodes, at, cn in groups])
+
+    def _root_walk(self, t: int, dkey: bytes, cache: OrderedDict[Any, Any],
+                   lock: threading.Lock) -> RootWalk | None:
+        """The dense root walker of terminal ``t`` if some of its states are broad (per vocabulary)."""
+        key = ("dense", dkey)
+        with lock:
+            got = cache.get(key, False)
+        if got is False:
+            dfa = self.lex.dfas[t]
+            got = None
+            broad = broad_states(self.vocab, dfa)
+            if broad.any():
+                off = self.lex.offset[t]
+                reaccept = np.zeros(dfa.n_states, dtype=bool)
+                reaccept[1:] = self.lex.reaccept[off + 1 : off + dfa.n_states]
+                got = RootWalk(self.vocab, dfa, reaccept, broad)
+            with lock:
+                cache[key] = got
+        return got  # type: ignore[no-any-return]
+
+    def _group_frontier(self, g: Group, shadows: tuple[int, ...]) -> Frontier:
+        """The frontier below a group's closes, for the shadows that live on after it."""
+        if g.nodes is not None:
+            return self.walker.frontier(g.nodes, shadows)
+        # A class-walk group: closed at the root's lexeme (no earlier shadows), its own shadow at most.
+        off = self.lex.offset[self.lex.term_list[g.q]]
+        nodes, byte, after = g.cwalk.frontier(g.cnodes, g.q - off if shadows else 0)
+        if not shadows:
+            return Frontier(nodes, byte, np.zeros((nodes.size, 0), np.int64))
+        return Frontier(nodes, byte, np.where(after > 0, after + off, 0).reshape(-1, 1))
 
     def _walk(self, e: EarleySet, ent: Entry) -> tuple[tuple[Words, ...], int]:
         """Mask words whose union is the legal set below ``ent`` for parser state ``e``, and how deep
@@ -279,7 +328,7 @@ class CompiledCfg(CompiledGrammar):
                 shadows = tuple(sorted({*shadows, g.q}))
             fr = g.frontier
             if fr is None:
-                fr = g.frontier = self.walker.frontier(g.nodes, shadows)
+                fr = g.frontier = self._group_frontier(g, shadows)
             if g.at_words is empty and not fr.bits & self._any_first:
                 continue  # no token ends at this close and no lexeme starts below it: nothing to ask
             if lex.is_ignore[t]:

@@ -54,16 +54,21 @@ class Frontier:
 
 
 class Group:
-    """The closes of one lexeme at DFA state ``q`` with shadows ``shadows``: at trie ``nodes``."""
+    """The closes of one lexeme at DFA state ``q`` with shadows ``shadows``: at trie ``nodes``, or,
+    for a walk on a terminal's class trie, at class nodes ``cnodes`` of ``cwalk`` (then ``nodes`` is
+    None and the frontier comes from the class walk)."""
 
-    __slots__ = ("q", "shadows", "nodes", "at_words", "frontier")
+    __slots__ = ("q", "shadows", "nodes", "at_words", "frontier", "cwalk", "cnodes")
 
-    def __init__(self, q: int, shadows: tuple[int, ...], nodes: I64, at_words: Words) -> None:
+    def __init__(self, q: int, shadows: tuple[int, ...], nodes: I64 | None, at_words: Words,
+                 cwalk: Any = None, cnodes: I64 | None = None) -> None:
         self.q = q
         self.shadows = shadows
         self.nodes = nodes
         self.at_words = at_words
         self.frontier: Frontier | None = None
+        self.cwalk = cwalk
+        self.cnodes = cnodes
 
 
 class Entry:
