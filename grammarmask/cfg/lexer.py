@@ -21,15 +21,17 @@ __all__ = ["LexerTables"]
 
 
 class _Rows(dict[int, list[int]]):
-    """``rows[s]`` is ``table[s].tolist()``, made on first use (big grammars have 10^4+ states, and
-    converting them all up front cost more than the rest of the lexer tables)."""
+    """``rows[s]`` is ``table[s].tolist()`` (with ``live``: the bytes where it is not 0), made on first
+    use (big grammars have 10^4+ states, and converting them all up front cost more than the rest of
+    the lexer tables)."""
 
-    def __init__(self, table: npt.NDArray[np.int32]) -> None:
+    def __init__(self, table: npt.NDArray[np.int32], *, live: bool = False) -> None:
         super().__init__()
         self.table = table
+        self.live_only = live
 
     def __missing__(self, s: int) -> list[int]:
-        row: list[int] = self.table[s].tolist()
+        row: list[int] = (np.flatnonzero(self.table[s]) if self.live_only else self.table[s]).tolist()
         self[s] = row
         return row
 
@@ -87,6 +89,8 @@ class LexerTables:
         self.ignore = tuple(cfg.ignore)
         #: rows[s][byte]: the transition table as Python lists, converted row by row on first use
         self.rows: _Rows = _Rows(table)
+        #: live[s]: the bytes that keep state s alive, listed on first use
+        self.live: _Rows = _Rows(table, live=True)
         self.acc_list: list[bool] = acc.tolist()
         self.term_list: list[int] = term_of.tolist()
         # reaccept[s]: a non-empty path from s reaches an accepting state (else a shadow in s is harmless).
@@ -153,13 +157,12 @@ class LexerTables:
         seen = {key}
         todo = deque([key])
         found = False
+        live = self.live
         while todo and not found:
             s, sh = todo.popleft()
             row = rows[s]
-            for b in range(256):
+            for b in live[s]:
                 n = row[b]
-                if not n:
-                    continue
                 sh2 = self.step_shadows(sh, b)
                 if sh2 is None:
                     continue
