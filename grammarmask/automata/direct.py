@@ -55,7 +55,7 @@ class _Arena:
         if base + k > self.limit:
             raise _Fail
         if base + k > self.t.shape[0]:
-            grown = np.zeros((max(2 * self.t.shape[0], base + k), 256), np.int32)
+            grown = np.zeros((min(max(2 * self.t.shape[0], base + k), self.limit), 256), np.int32)
             grown[:base] = self.t[:base]
             self.t = grown
         self.n = base + k

@@ -14,7 +14,16 @@ from ..errors import GrammarError
 from .dfa import DFA, minimize, minimize_acyclic
 from .nfa import NFA, determinize
 
-__all__ = ["DEFAULT_PRODUCT_STATES", "concat", "empty_dfa", "from_strings", "literal_dfa", "product", "union"]
+__all__ = [
+    "DEFAULT_PRODUCT_STATES",
+    "concat",
+    "difference",
+    "empty_dfa",
+    "from_strings",
+    "literal_dfa",
+    "product",
+    "union",
+]
 
 DEFAULT_PRODUCT_STATES = 100_000
 
@@ -138,6 +147,11 @@ def product(a: DFA, b: DFA, *, max_states: int = DEFAULT_PRODUCT_STATES) -> DFA:
 def union(a: DFA, b: DFA, *, max_states: int = DEFAULT_PRODUCT_STATES) -> DFA:
     """The union ``L(a) | L(b)``."""
     return _pair_dfa(a, b, lambda x, y: x or y, True, max_states)
+
+
+def difference(a: DFA, b: DFA, *, max_states: int = DEFAULT_PRODUCT_STATES) -> DFA:
+    """The difference ``L(a) - L(b)``."""
+    return _pair_dfa(a, b, lambda x, y: x and not y, True, max_states)
 
 
 def add_dfa_to_nfa(nfa: NFA, dfa: DFA, start: int, end: int) -> None:

@@ -35,6 +35,7 @@ from .utf8 import MAX_CODEPOINT, utf8_sequences
 __all__ = ["DEFAULT_MAX_STATES", "regex_to_dfa"]
 
 DEFAULT_MAX_STATES = 10_000
+_COMPOSE_ROWS = 60_000  # the composer's arena (1 KiB a row): past it, the NFA path decides
 
 _CATEGORY_ESCAPES = {
     C.CATEGORY_DIGIT: r"\d",
@@ -95,7 +96,7 @@ def _cached(pattern: str, flags: int, max_states: int) -> DFA:
         raise GrammarError(
             f"pattern too large: its repetitions expand to more than {nfa.max_states} characters"
         )
-    raw = direct_dfa(tree, flags, _charset_dfa_of, 20 * nfa.max_states)
+    raw = direct_dfa(tree, flags, _charset_dfa_of, min(_COMPOSE_ROWS, 20 * max_states))
     if raw is not None:  # composed without a subset construction (see .direct)
         return _check_size(minimize(DFA(*raw)), max_states)
     start, final = nfa.new_state(), nfa.new_state()

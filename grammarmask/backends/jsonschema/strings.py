@@ -16,9 +16,11 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterable
-from functools import cache, lru_cache
+from functools import cache, lru_cache, partial
 from typing import Any
 
+from ...automata import DFA, difference, regex_to_dfa
+from ...automata.prebuilt import register
 from ...errors import UnsupportedSchemaError
 
 if sys.version_info >= (3, 11):
@@ -33,6 +35,7 @@ __all__ = [
     "NOTHING",
     "encode_set",
     "key_not_in",
+    "key_not_in_dfa",
     "literal",
     "pattern_regex",
     "plain_string",
@@ -203,7 +206,8 @@ def trie_words(trie: dict[str, Any], prefix: str = "") -> Iterable[str]:
 def key_not_in(words: Iterable[str]) -> str:
     """Regex for the JSON text of any string (canonical forms) that is not one of ``words``."""
     trie: dict[str, Any] = {}
-    for w in words:
+    keys = tuple(sorted(set(words)))
+    for w in keys:
         node = trie
         for c in w:
             node = node.setdefault(c, {})
@@ -249,7 +253,21 @@ def key_not_in(words: Iterable[str]) -> str:
     p = prefixes(trie)
     if p is not None:
         parts.append(p)
-    return _group(parts) if parts else NOTHING
+    out = _group(parts) if parts else NOTHING
+    if not any(0xD800 <= ord(c) <= 0xDFFF for w in keys for c in w):
+        # the quoted terminal's DFA, built as a difference instead of from this regex (same language)
+        register(regex_terminal(f'"{out}"'), partial(key_not_in_dfa, keys))
+    return out
+
+
+def key_not_in_dfa(words: tuple[str, ...]) -> DFA:
+    """The DFA of ``"`` ``key_not_in(words)`` ``"``: any quoted string (canonical forms) minus the
+    quoted JSON texts of ``words``, as a product automaton (linear in the total key length)."""
+    anything = regex_to_dfa(f'"{_ANY_CANON}*"')
+    if not words:
+        return anything
+    taken = regex_to_dfa('"(?:' + "|".join(literal(w) for w in words) + ')"', max_states=1_000_000)
+    return difference(anything, taken)
 
 
 # ---- pattern translation ---------------------------------------------------------------------------
@@ -449,15 +467,14 @@ def regex_terminal(r: str) -> str:
     lark unescapes the literal before compiling it and mangles a quote that follows an escaped
     backslash, so quotes are written ``\\x22``; a ``/`` gets a backslash.
     """
-    out = []
-    i = 0
-    while i < len(r):
-        ch = r[i]
-        if ch == "\\" and i + 1 < len(r):
-            nxt = r[i + 1]
-            out.append("\\x22" if nxt == '"' else "\\/" if nxt == "/" else r[i : i + 2])
-            i += 2
-            continue
-        out.append("\\x22" if ch == '"' else "\\/" if ch == "/" else ch)
-        i += 1
-    return "/" + "".join(out) + "/"
+    return "/" + _TERMINAL_ESCAPE.sub(_terminal_escape, r) + "/"
+
+
+_TERMINAL_ESCAPE = re.compile(r'\\(.)|["/]', re.DOTALL)
+
+
+def _terminal_escape(m: re.Match[str]) -> str:
+    c = m.group(1)
+    if c is None:  # a bare quote or slash
+        return "\\x22" if m.group(0) == '"' else "\\/"
+    return "\\x22" if c == '"' else "\\/" if c == "/" else m.group(0)
