@@ -483,7 +483,7 @@ def test_bad_input_errors(schema: Any, fragment: str) -> None:
     ({"properties": {"a": {"if": {"properties": {"x": {"const": 1}}}}}}, "if", "/properties/a"),
     ({"type": "array", "uniqueItems": True}, "uniqueItems", ""),
     ({"type": "number", "multipleOf": 0.1}, "multipleOf", ""),
-    ({"oneOf": [{"type": "integer"}, {"minimum": 2}]}, "oneOf", ""),
+    ({"oneOf": [{"type": "integer"}, {"multipleOf": 3}]}, "oneOf", ""),
     ({"type": "string", "format": "color"}, "format", ""),
     ({"items": {"$dynamicRef": "#x"}}, "$dynamicRef", "/items"),
 ])  # fmt: skip
@@ -625,3 +625,77 @@ def test_intersection_terminals_match_jsonschema(schema: dict[str, Any], s: str,
         assume(re.fullmatch(FORMATS["email"], s) is not None)  # the format regex is a documented subset
     assert _accepts(compiled, _greedy(text)) == expected
     assert _accepts(compiled, list(text)) == expected  # byte by byte too
+
+
+# ---- not / oneOf through the complement of a branch (negation.py) -----------------------------------
+
+_LEAF = st.sampled_from([
+    {"type": "integer"}, {"type": "string"}, {"type": ["string", "null"]}, {"type": "number", "maximum": 2},
+    {"type": "string", "minLength": 2}, {"type": "integer", "minimum": 2}, {"enum": ["x", None]},
+    {"maxLength": 1}, {"type": "boolean"}, {"not": {"type": "string"}}, {},
+])  # fmt: skip
+
+
+@st.composite
+def _branch(draw: Any) -> dict[str, Any]:
+    s: dict[str, Any] = {}
+    if draw(st.booleans()):
+        s["type"] = "object"
+    props = draw(st.dictionaries(st.sampled_from(["a", "b"]), _LEAF, max_size=2))
+    if props:
+        s["properties"] = props
+    req = draw(st.lists(st.sampled_from(["a", "b"]), unique=True, max_size=2))
+    if req:
+        s["required"] = req
+    if not s or draw(st.integers(0, 4)) == 0:
+        s = dict(draw(_LEAF), **({"required": req} if req else {}))
+    return s
+
+
+_VALUES = [None, True, 1, 2.5, 3, "x", "yyy", [], {}]
+_INSTANCES = [*_VALUES, *({"a": v} for v in _VALUES), *({"b": v} for v in _VALUES)] + [
+    {"a": v, "b": w} for v in _VALUES for w in (None, 1, 2.5, "x", "yyy")
+]
+
+
+def _lark_accepts(parser: lark.Lark, doc: Any) -> bool:
+    import itertools
+
+    if isinstance(doc, dict):
+        return any(
+            parses(parser, json.dumps({k: doc[k] for k in order}, separators=(",", ":")))
+            for order in itertools.permutations(doc)
+        )
+    return parses(parser, json.dumps(doc, separators=(",", ":")))
+
+
+def _matcher_accepts(compiled: Any, doc: Any) -> bool:
+    import itertools
+
+    orders = list(itertools.permutations(doc)) if isinstance(doc, dict) else [None]
+    for order in orders:
+        d = doc if order is None else {k: doc[k] for k in order}
+        if _accepts(compiled, _greedy(json.dumps(d, separators=(",", ":")).encode())):
+            return True
+    return False
+
+
+@settings(max_examples=60, deadline=None)
+@given(branches=st.lists(_branch(), min_size=1, max_size=3), kind=st.sampled_from(["oneOf", "not"]))
+def test_complements_are_exact(branches: list[dict[str, Any]], kind: str, small_vocab: Any) -> None:
+    schema: dict[str, Any] = {"oneOf": branches} if kind == "oneOf" else {"not": branches[0]}
+    try:
+        text = JsonSchema(schema, whitespace="compact").to_lark()
+    except UnsupportedSchemaError:
+        return  # refused by name: allowed (the refusal itself is tested above)
+    except GrammarError as e:
+        assert "admits no value" in str(e)
+        assert not any(validator(schema).is_valid(d) for d in _INSTANCES)
+        return
+    parser = lark.Lark(text)
+    v = validator(schema)
+    compiled = JsonSchema(schema, whitespace="compact").compile(small_vocab)  # grammarmask's own CFG
+    for i, doc in enumerate(_INSTANCES):
+        assert _lark_accepts(parser, doc) == v.is_valid(doc), (doc, schema)
+        if i % 3 == 0:
+            assert _matcher_accepts(compiled, doc) == v.is_valid(doc), (doc, schema)

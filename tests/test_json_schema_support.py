@@ -116,7 +116,7 @@ class RegexSampler:
                 for _ in range(n):
                     if not self._seq(body, out):
                         return False
-            elif op is C.AT or op is C.ASSERT:  # lookaheads are checked by sample()
+            elif op in (C.AT, C.ASSERT, C.ASSERT_NOT):  # lookaheads are checked by sample()
                 continue
             else:
                 raise NotImplementedError(op)

@@ -28,7 +28,8 @@ from .formats import FORMATS, enforced_format, format_width
 from .intersect import TooLarge, intersection_dfa, lark_regex, terminal_name
 from .keyset import KeySetTooLarge, key_regex
 from .keywords import ENFORCED, REFUSED, is_trivial, merge, normalize, refuse, types_of
-from .numbers import JSON_NUMBER, number_regex
+from .negation import complement
+from .numbers import JSON_NUMBER, NON_INTEGER, number_regex
 from .strings import ANY_CHAR, NOTHING, key_not_in, literal, pattern_regex, plain_string, regex_terminal
 
 __all__ = ["Compiler", "SchemaWarning"]
@@ -194,9 +195,38 @@ class Compiler:
             if flat is None:
                 return None
             rest = flat
+        if "not" in rest and not _simple_not(rest["not"]):
+            rest = self.not_as_union(rest, ptr, resolver)
         if any(k in rest for k in ("anyOf", "oneOf", "_more_anyOf", "_more_oneOf")):
             return self.union(rest, ptr, resolver)
         return self.simple(rest, ptr, resolver)
+
+    def not_as_union(self, s: dict[str, Any], ptr: str, resolver: Any) -> dict[str, Any]:
+        """``not: X`` (X beyond what ``apply_not`` handles) as ``anyOf`` of X's complement, if it has
+        an exact form (negation.py); else unchanged (``apply_not`` refuses it)."""
+        alts = self.complement(s["not"], f"{ptr}/not", resolver)
+        if alts is None:
+            return s
+        out = {k: v for k, v in s.items() if k != "not"}
+        if not alts:
+            out["enum"] = []  # X accepts everything: nothing is left
+        elif "anyOf" in out:
+            out["_more_anyOf"] = [*out.get("_more_anyOf", []), alts]
+        else:
+            out["anyOf"] = alts
+        return out
+
+    def complement(self, x: Any, ptr: str, resolver: Any) -> list[Any] | None:
+        """Schemas whose union is exactly what ``x`` rejects (negation.py), or None."""
+
+        def flat(sub: Any) -> Any:
+            f = self.flatten(sub, ptr, resolver)
+            return None if f is None else close_scope(f)
+
+        try:
+            return complement(flat(x), self.draft, flat)
+        except UnsupportedSchemaError:
+            return None
 
     def if_then_else(self, s: dict[str, Any]) -> dict[str, Any]:
         """``if``/``then``/``else`` as ``anyOf: [if and then, (not if) and else]`` when ``not if`` is one
@@ -307,15 +337,39 @@ class Compiler:
             isinstance(b, dict)
             and len({k for k in b if k in ENFORCED}) == 1
             and next(k for k in b if k in ENFORCED) in simple
+            and len(b.get("required", ())) <= 1
             for b in branches
         )
         if not ok:
-            self.unsupported("oneOf", ptr, "oneOf branches may overlap, so exactly-one cannot be enforced")
-            return branches
+            return self.exclusive_by_complement(branches, ptr, resolver)
         return [
             {"allOf": [b], "not": {"anyOf": [x for j, x in enumerate(branches) if j != i]}}
             for i, b in enumerate(branches)
         ]
+
+    def exclusive_by_complement(self, branches: list[Any], ptr: str, resolver: Any) -> list[Any]:
+        """Branch i becomes ``B_i and (not B_j for every j != i)``, each ``not B_j`` the union of B_j's
+        complement (negation.py); refused when a complement has no exact form or too many parts."""
+        comps = [self.complement(b, f"{ptr}/oneOf/{j}", resolver) for j, b in enumerate(branches)]
+        combos = 1
+        for c in comps:
+            combos *= max(1, len(c)) if c is not None else 1
+        if any(c is None for c in comps) or combos > MAX_BRANCHES**2:
+            self.unsupported("oneOf", ptr, "oneOf branches may overlap, so exactly-one cannot be enforced")
+            return branches
+        out: list[Any] = []
+        for i, b in enumerate(branches):
+            others = [c for j, c in enumerate(comps) if j != i]
+            if any(not c for c in others):  # some other branch accepts everything: B_i never alone
+                continue
+            node: dict[str, Any] = {"allOf": [b]}
+            for c in others:
+                if "anyOf" in node:
+                    node.setdefault("_more_anyOf", []).append(c)
+                else:
+                    node["anyOf"] = c
+            out.append(node)
+        return out or [False]
 
     def all_disjoint(self, branches: list[Any], ptr: str, resolver: Any, base: Any = None) -> bool:
         flat = []
@@ -444,8 +498,7 @@ class Compiler:
         if keys == {"type"}:
             gone = types_of(n)
             if "integer" in gone and "number" not in gone and "number" in types:
-                self.unsupported("not", ptr, "'not integer' inside number is not supported")
-                return types
+                s["_nonint"] = True  # numbers that are not integers (NON_INTEGER)
             return {t for t in types if t not in gone}
         if keys <= {"enum", "const"}:
             vals = n.get("enum", []) + ([n["const"]] if "const" in n else [])
@@ -491,6 +544,16 @@ class Compiler:
             if isinstance(b, float) and (b != b or b in (float("inf"), float("-inf"))):
                 raise GrammarError(f"at {ptr or '/'}: a numeric bound must be finite")
         m = s.get("multipleOf")
+        if s.get("_nonint"):  # not an integer: NON_INTEGER, intersected with the bounds
+            if m is not None:
+                self.unsupported("not", ptr, "'not integer' together with multipleOf")
+                return None
+            if lo is None and hi is None:
+                return regex_terminal(NON_INTEGER)
+            r = number_regex(lo, lo_x, hi, hi_x, integer=False, int_fraction=self.draft >= 6)
+            if r is None:
+                return self.empty(ptr, f"no number in the range {lo}..{hi}")
+            return self.intersection_terminal(tuple(sorted({r, NON_INTEGER})), "not", ptr, regex_terminal(r))
         if m is not None:
             if not isinstance(m, (int, float)) or isinstance(m, bool) or m <= 0:
                 raise GrammarError(f"at {ptr or '/'}: multipleOf must be a positive number")
@@ -571,16 +634,23 @@ class Compiler:
         if excluded:
             self.unsupported("not", ptr, "excluding string values from a constrained string")
         parts = tuple(sorted({f'"{r}"' for r in (body, *extra)}))
+        return self.intersection_terminal(parts, keyword, ptr, regex_terminal(f'"{body}"'))
+
+    def intersection_terminal(
+        self, parts: tuple[str, ...], keyword: str, ptr: str, fallback: str
+    ) -> str | None:
+        """A named terminal for the intersection of the full-terminal regexes ``parts`` (intersect.py);
+        ``fallback`` (the first constraint alone) if the product is too large and strict is off."""
         for name, known in self.isect.items():
             if known == parts:
                 return name
         try:
             dfa = intersection_dfa(parts)
         except TooLarge:
-            self.unsupported(keyword, ptr, "pattern/format and length limits: product too large")
-            return regex_terminal(f'"{body}"')
+            self.unsupported(keyword, ptr, "these constraints together: product automaton too large")
+            return fallback
         if dfa.is_empty():
-            return self.empty(ptr, "no string satisfies the pattern/format and the length limits together")
+            return self.empty(ptr, "no value satisfies these constraints together")
         name = terminal_name(len(self.isect))
         self.isect[name] = parts
         return name
@@ -729,3 +799,16 @@ class Compiler:
             self.rules["json_array"] = f'"[" {w} "]" | "[" json_item ("," json_item)* "]"'
             self.rules["json_item"] = f"{w} json_value {w}"
         return "json_value"
+
+
+def _simple_not(n: Any) -> bool:
+    """Whether ``apply_not`` takes ``not: n`` directly (else the complement is tried first)."""
+    if not isinstance(n, dict):
+        return True
+    keys = {k for k in n if k in ENFORCED}
+    if keys == {"anyOf"} and isinstance(n["anyOf"], list):
+        return all(_simple_not(x) for x in n["anyOf"])
+    if keys == {"required"} and len(n["required"]) > 1:
+        return False  # apply_not would forbid every key (narrower); the complement is exact
+    simple = {"type", "enum", "const", "required", "pattern"}
+    return (len(keys) <= 1 and keys <= simple) or keys <= {"enum", "const"}

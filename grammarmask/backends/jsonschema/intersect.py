@@ -1,12 +1,13 @@
-"""String terminals that are the intersection of several regexes (``pattern`` or ``format`` with lengths).
+"""Terminals that are the intersection of several regexes (``pattern``/``format`` with lengths, ...).
 
 A JSON string whose ``pattern`` (or ``format``) and ``minLength``/``maxLength`` do not fold into one
 regex becomes a named terminal whose language is the intersection of the regexes, each over the whole
 JSON text of the string, quotes included.
 
 - In the Lark text (``JsonSchema.to_lark()``, what ``lark`` parses), the terminal is written
-  ``/(?=P1)(?=P2)...Pn/``. Every ``Pi`` is ``"body"`` whose body has no unescaped quote, so a
+  ``/(?=P1)(?=P2)...Pn/``. Every string ``Pi`` is ``"body"`` whose body has no unescaped quote, so a
   lookahead ``Pi`` can only end at the closing quote: the terminal matches exactly ``P1 & ... & Pn``.
+  Number parts (``not: {type: integer}`` with bounds) get a guard ``(?![0-9.eE+-])`` instead.
 - For grammarmask's own compile, the terminal's DFA is the product of the parts' DFAs (exact), built
   here and swapped into the CFG that ``lark_to_cfg`` loads from the same text with ``Pn`` alone.
 
@@ -40,8 +41,13 @@ def terminal_name(i: int) -> str:
 
 
 def lark_regex(parts: tuple[str, ...]) -> str:
-    """The Python regex, with lookaheads, that ``lark`` runs for the intersection of ``parts``."""
-    return "".join(f"(?={p})" for p in parts[:-1]) + parts[-1]
+    """The Python regex, with lookaheads, that ``lark`` runs for the intersection of ``parts``.
+
+    A string part ends at its closing quote; a number part is followed by a character that cannot
+    continue a number (a guard), so each lookahead covers the whole lexeme.
+    """
+    look = [f"(?={p})" if p.startswith('"') else f"(?=(?:{p})(?![0-9.eE+-]))" for p in parts[:-1]]
+    return "".join(look) + parts[-1]
 
 
 @functools.lru_cache(maxsize=512)

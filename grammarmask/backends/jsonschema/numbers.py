@@ -19,13 +19,21 @@ import math
 from decimal import Decimal
 from fractions import Fraction
 
-__all__ = ["JSON_NUMBER", "number_regex"]
+__all__ = ["JSON_NUMBER", "NON_INTEGER", "number_regex"]
 
 _DIGITS = 15  # significant digits allowed in a fractional form under a bound
 _INT_DIGITS = _DIGITS - 1
 
 JSON_NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 _EXP = r"(?:[eE][+-]?[0-9]+)?"
+# Numbers that are not integers, as json.loads + jsonschema see them: a nonzero fraction digit within
+# 15 significant digits (so the float is not integral either), no exponent (a narrowing). Longer
+# integer parts first (greedy-safe).
+NON_INTEGER = (
+    "-?(?:"
+    + "|".join(f"[1-9][0-9]{{{i - 1}}}\\.[0-9]{{0,{14 - i}}}[1-9]0*" for i in range(14, 0, -1))
+    + "|0\\.[0-9]{0,14}[1-9]0*)"
+)
 _MAG_ANY = r"(?:0|[1-9][0-9]*)(?:\.[0-9]+)?" + _EXP
 _MAG_NONZERO = r"(?:[1-9][0-9]*(?:\.[0-9]+)?|0\.0*[1-9][0-9]*)" + _EXP
 
@@ -145,8 +153,8 @@ def _between(a: str, b: str, lo_excl: bool, hi_excl: bool, budget: int | None) -
         if da + 1 <= db - 1:
             out.append(prefix + _cls(da + 1, db - 1) + _any(rest))
         out += [prefix + str(db) + s for s in _le(b[i + 1 :], hi_excl, rest)]
-    if len(a) <= i and not lo_excl:
-        out.append(prefix)  # s == a
+    if not lo_excl:  # s == a: a itself padded with 0..i-len(a) zeros (longer first)
+        out += [prefix[:j] for j in range(i, len(a) - 1, -1)]
     return out
 
 
