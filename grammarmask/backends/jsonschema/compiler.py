@@ -359,7 +359,18 @@ class Compiler:
             return branches
         out: list[Any] = []
         for i, b in enumerate(branches):
-            others = [c for j, c in enumerate(comps) if j != i]
+            try:
+                fb = self.flatten(b, ptr, resolver)
+            except UnsupportedSchemaError:
+                fb = {}
+            if fb is None:
+                continue
+            mine = types_of(fb)  # parts of a complement outside B_i's types cannot meet B_i
+            others = [
+                [a for a in c if not isinstance(a, dict) or types_of(normalize(a, self.draft)) & mine]
+                for j, c in enumerate(comps)
+                if j != i and c is not None
+            ]
             if any(not c for c in others):  # some other branch accepts everything: B_i never alone
                 continue
             node: dict[str, Any] = {"allOf": [b]}
