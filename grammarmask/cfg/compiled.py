@@ -233,7 +233,7 @@ class CompiledCfg(CompiledGrammar):
         lex = self.lex
         t = lex.term_list[q]
         off = lex.offset[t]
-        key = (lex.dfa_key(t), q - off)
+        key = (lex.dfa_key(t), q - off, lex.greedy[t])
         cache, lock = _shared_entries(self.vocab)
         with lock:
             hit = cache.get(key)
@@ -251,22 +251,28 @@ class CompiledCfg(CompiledGrammar):
             if rw is None:
                 ent = self.walker.entry(q, self._plain_root)
                 hit = (shared(ent.inside),
-                       [(g.q - off, g.nodes, shared(g.at_words), None) for g in ent.groups], None)
+                       [(g.q - off, g.nodes, shared(g.at_words), None) for g in ent.groups])
             else:
-                inside, closes = rw.walk(q - off)
-                if rw.by_class:  # the closes are class-trie nodes: frontiers come from `rw`
-                    hit = (shared(inside), [(lq, None, shared(at), cn) for lq, cn, at in closes], rw)
-                else:
-                    hit = (shared(inside), [(lq, nodes, shared(at), None) for lq, nodes, at in closes], None)
+                inside, closes = rw.walk(q - off, lex.greedy[t])
+                hit = (shared(inside),
+                       [(lq, None, shared(at), (fn, fb, aft)) for lq, at, fn, fb, aft in closes])
             with lock:
                 cache[key] = hit
                 while len(cache) > _SHARED_LIMIT:
                     cache.popitem(last=False)
-        inside_w, groups, cw = hit
+        inside_w, groups = hit
         e = self.walker.empty
-        return Entry(e if inside_w is None else inside_w,
-                     [Group(lq + off, (), nodes, e if at is None else at, cw, cn)
-                      for lq, nodes, at, cn in groups])
+        out = Entry(e if inside_w is None else inside_w, [])
+        for lq, nodes, at, fr in groups:
+            g = Group(lq + off, (), nodes, e if at is None else at)
+            if fr is not None:  # a dense walk's close: the frontier below it is known already
+                fnodes, fbytes, after = fr
+                if after is None:
+                    g.frontier = Frontier(fnodes, fbytes, np.zeros((fnodes.size, 0), np.int64))
+                else:
+                    g.frontier = Frontier(fnodes, fbytes, np.where(after > 0, after + off, 0).reshape(-1, 1))
+            out.groups.append(g)
+        return out
 
     def _root_walk(self, t: int, dkey: bytes, cache: OrderedDict[Any, Any],
                    lock: threading.Lock) -> RootWalk | None:
@@ -286,17 +292,6 @@ class CompiledCfg(CompiledGrammar):
             with lock:
                 cache[key] = got
         return got  # type: ignore[no-any-return]
-
-    def _group_frontier(self, g: Group, shadows: tuple[int, ...]) -> Frontier:
-        """The frontier below a group's closes, for the shadows that live on after it."""
-        if g.nodes is not None:
-            return self.walker.frontier(g.nodes, shadows)
-        # A class-walk group: closed at the root's lexeme (no earlier shadows), its own shadow at most.
-        off = self.lex.offset[self.lex.term_list[g.q]]
-        nodes, byte, after = g.cwalk.frontier(g.cnodes, g.q - off if shadows else 0)
-        if not shadows:
-            return Frontier(nodes, byte, np.zeros((nodes.size, 0), np.int64))
-        return Frontier(nodes, byte, np.where(after > 0, after + off, 0).reshape(-1, 1))
 
     def _walk(self, e: EarleySet, ent: Entry) -> tuple[tuple[Words, ...], int]:
         """Mask words whose union is the legal set below ``ent`` for parser state ``e``, and how deep
@@ -328,7 +323,8 @@ class CompiledCfg(CompiledGrammar):
                 shadows = tuple(sorted({*shadows, g.q}))
             fr = g.frontier
             if fr is None:
-                fr = g.frontier = self._group_frontier(g, shadows)
+                assert g.nodes is not None  # only dense-walk closes come without nodes, with a frontier
+                fr = g.frontier = self.walker.frontier(g.nodes, shadows)
             if g.at_words is empty and not fr.bits & self._any_first:
                 continue  # no token ends at this close and no lexeme starts below it: nothing to ask
             if lex.is_ignore[t]:

@@ -37,12 +37,20 @@ def _ranges(lo: I64, hi: I64) -> I64:
     return starts + np.arange(int(lens.sum()))  # type: ignore[no-any-return]
 
 
-def _by_state(items: npt.NDArray[np.int64], states: npt.NDArray[np.int32]) -> list[tuple[int, I64]]:
-    """``items`` grouped by their state, as (state, items) pairs."""
-    order = np.argsort(states, kind="stable")
-    items, states = items[order], states[order]
-    cuts = np.flatnonzero(np.diff(states)) + 1
-    return [(int(states[p[0]]), items[p].astype(np.int64)) for p in np.split(np.arange(items.size), cuts)]
+#: a close: (closing state, mask words of the tokens ending exactly there, the frontier's
+#: vocabulary-trie nodes, their bytes, the shadow state after each (None when no shadow lives on))
+Close = tuple[int, Words, I64, I64, I64 | None]
+
+
+def _by_state(states: npt.NDArray[np.int32]) -> dict[int, I64]:
+    """The positions of ``states``, grouped by value."""
+    if not states.size:
+        return {}
+    small = states.astype(np.int16) if int(states.max()) < (1 << 15) else states
+    order = np.argsort(small, kind="stable")  # a radix sort for 16-bit keys
+    ordered = states[order]
+    cuts = (np.flatnonzero(np.diff(ordered)) + 1).tolist()
+    return {int(ordered[a]): order[a:b] for a, b in zip([0, *cuts], [*cuts, states.size])}
 
 
 def broad_states(vocab: Vocabulary, dfa: DFA) -> npt.NDArray[np.bool_]:
@@ -122,50 +130,61 @@ class RootWalk:
         s_all[0] = 0  # the root is not a token
         return s_all
 
-    def walk(self, q: int) -> tuple[Words, list[tuple[int, I64, Words]]]:
+    def walk(self, q: int, greedy: bool) -> tuple[Words, list[Close]]:
         """From local state ``q`` at the root: the mask words of the tokens that stay inside the
-        lexeme (and can still finish it), and the closes as (closing state, trie or class nodes,
-        mask words of the tokens that end exactly there)."""
+        lexeme (and can still finish it), and one :data:`Close` per state the lexeme may close in.
+
+        A greedy lexeme closed in a state that can accept again leaves itself as a shadow: the
+        frontier keeps only the children where that shadow does not accept (lark's longest match
+        would have read on), with the shadow's state after that byte.
+        """
         s_all = self._states(q)
+        n = self.n_nodes
         at_tok = s_all[self.tok_node]
         inside = self._pack(self.reaccept[at_tok])
-        closes = []
-        nodes = np.flatnonzero(self.acc[s_all[: self.n_nodes]])
-        if nodes.size:
-            node_groups = _by_state(nodes, s_all[nodes])
-            tids = np.flatnonzero(self.acc[at_tok])
-            tok_groups = dict(_by_state(tids, at_tok[tids]))
-            for s, group in node_groups:
-                bits = np.zeros(self.n_bits, dtype=bool)
-                ids = tok_groups.get(s)
-                if ids is not None:
-                    bits[ids] = True
-                closes.append((s, group, self._pack(bits)))
+        acc, re_ = self.acc, self.reaccept
+        # Frontier rows: the children of the nodes where the lexeme may close (never the root).
+        par_state = s_all[self.parent[1:n]]
+        rows = np.flatnonzero(acc[par_state])
+        par_state = par_state[rows]
+        rows += 1
+        after = np.zeros(rows.size, dtype=np.int32)
+        if greedy:
+            shadowed = np.flatnonzero(re_[par_state])
+            a = self.table[par_state[shadowed], self.label[rows[shadowed]]]
+            after[shadowed] = np.where(re_[a], a, 0)
+            keep = np.ones(rows.size, dtype=bool)
+            keep[shadowed[acc[a]]] = False
+            rows, par_state, after = rows[keep], par_state[keep], after[keep]
+        by_row = _by_state(par_state)
+        tids = np.flatnonzero(acc[at_tok])
+        by_tok = _by_state(at_tok[tids])
+        closes: list[Close] = []
+        for st in np.unique(s_all[:n][acc[s_all[:n]]]).tolist():
+            bits = np.zeros(self.n_bits, dtype=bool)
+            pos = by_tok.get(st)
+            if pos is not None:
+                bits[tids[pos]] = True
+            pos = by_row.get(st, np.zeros(0, np.int64))
+            nodes, byte, aft = self._real_rows(rows[pos], after[pos])
+            closes.append((st, self._pack(bits), nodes, byte, aft if greedy and re_[st] else None))
         return inside, closes
 
-    def _pack(self, bits: npt.NDArray[np.bool_]) -> Words:
-        words: Words = np.packbits(bits, bitorder="little").view(np.uint32)
-        words.setflags(write=False)
-        return words
-
-    def frontier(self, cnodes: I64, shadow: int) -> tuple[I64, I64, I64]:
-        """For class-trie closes: the vocabulary-trie nodes one byte below the class nodes ``cnodes``
-        that a greedy lexeme closed in local state ``shadow`` (0: none) lets through, their bytes,
-        and the shadow after that byte (local, 0 = gone)."""
+    def _real_rows(self, rows: I64, after: npt.NDArray[np.int32]) -> tuple[I64, I64, I64]:
+        """Vocabulary-trie nodes, their bytes and shadow states for frontier ``rows`` of this trie."""
+        if not self.by_class:
+            return rows, self.label[rows].astype(np.int64), after.astype(np.int64)
         ct = self.ct
-        kids = _ranges(ct.ch_lo[cnodes], ct.ch_hi[cnodes])
-        if shadow:
-            after = self.table[shadow, ct.cls[kids]].astype(np.int64)
-            ok = ~self.acc[after]
-            kids, after = kids[ok], after[ok]
-            after = np.where(self.reaccept[after], after, 0)
-        else:
-            after = np.zeros(kids.size, dtype=np.int64)
         if self._real is None:  # CSR: class node -> vocabulary-trie nodes (made on first use)
             counts = np.bincount(ct.of_trie, minlength=ct.n_nodes)
             ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
             self._real = (ptr, np.argsort(ct.of_trie, kind="stable").astype(np.int64))
         ptr, real = self._real
-        lo, hi = ptr[kids], ptr[kids + 1]
+        lo, hi = ptr[rows], ptr[rows + 1]
         nodes = real[_ranges(lo, hi)]
-        return nodes, self.trie_byte[nodes], np.repeat(after, hi - lo)
+        return nodes, self.trie_byte[nodes], np.repeat(after.astype(np.int64), hi - lo)
+
+    def _pack(self, bits: npt.NDArray[np.bool_]) -> Words:
+        words: Words = np.packbits(bits, bitorder="little").view(np.uint32)
+        words.setflags(write=False)
+        return words

@@ -35,6 +35,17 @@ _serials = itertools.count()
 _SMALL = 12  # rows below which a walk continues in plain Python
 
 
+def _unique_rows(keys: I64) -> tuple[I64, I64]:
+    """The distinct rows of ``keys`` (non-negative) and each row's index among them. One shadow
+    column is the common case: two columns pack into one int64 (a 1-D unique is much faster)."""
+    if keys.shape[1] == 2:
+        m = int(keys[:, 1].max()) + 1
+        u, inv = np.unique(keys[:, 0] * m + keys[:, 1], return_inverse=True)
+        return np.stack([u // m, u % m], axis=1), inv.reshape(-1)
+    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+    return uniq, inv.reshape(-1)
+
+
 class Frontier:
     """Trie nodes one byte below a boundary, with the shadow states after that byte.
 
@@ -54,21 +65,17 @@ class Frontier:
 
 
 class Group:
-    """The closes of one lexeme at DFA state ``q`` with shadows ``shadows``: at trie ``nodes``, or,
-    for a walk on a terminal's class trie, at class nodes ``cnodes`` of ``cwalk`` (then ``nodes`` is
-    None and the frontier comes from the class walk)."""
+    """The closes of one lexeme at DFA state ``q`` with shadows ``shadows``: at trie ``nodes`` (None
+    when the walk that found them set ``frontier`` already)."""
 
-    __slots__ = ("q", "shadows", "nodes", "at_words", "frontier", "cwalk", "cnodes")
+    __slots__ = ("q", "shadows", "nodes", "at_words", "frontier")
 
-    def __init__(self, q: int, shadows: tuple[int, ...], nodes: I64 | None, at_words: Words,
-                 cwalk: Any = None, cnodes: I64 | None = None) -> None:
+    def __init__(self, q: int, shadows: tuple[int, ...], nodes: I64 | None, at_words: Words) -> None:
         self.q = q
         self.shadows = shadows
         self.nodes = nodes
         self.at_words = at_words
         self.frontier: Frontier | None = None
-        self.cwalk = cwalk
-        self.cnodes = cnodes
 
 
 class Entry:
@@ -347,7 +354,7 @@ class TokenWalker:
         if not rows.size:
             return
         keys = np.concatenate([q[rows, None], np.sort(sh[rows], axis=1)], axis=1)
-        uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+        uniq, inv = _unique_rows(keys)
         ok = np.array([self.lex.can_finish(int(u[0]), tuple(sorted({int(x) for x in u[1:] if x})),
                                            nonempty=True) for u in uniq], dtype=bool)
         cont[rows] = ok[inv.reshape(-1)]
@@ -359,8 +366,7 @@ class TokenWalker:
                 closes.setdefault((int(qq), ()), []).append(nodes[qs == qq])
             return
         keys = np.concatenate([qs[:, None], np.sort(sh, axis=1)], axis=1)
-        uniq, inv = np.unique(keys, axis=0, return_inverse=True)
-        inv = inv.reshape(-1)
+        uniq, inv = _unique_rows(keys)
         for u in range(uniq.shape[0]):
             shs = tuple(sorted({int(x) for x in uniq[u, 1:] if x}))
             closes.setdefault((int(uniq[u, 0]), shs), []).append(nodes[inv == u])
