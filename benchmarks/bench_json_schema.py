@@ -145,6 +145,8 @@ def main() -> None:
                 if not m.try_advance(t):
                     rejected += 1
                     break
+    if not steps:
+        return
     print(f"\n## Mask per token ({len(steps)} steps, {rejected} instances rejected)\n")
     print("| p50 | p99 | mean |\n|---|---|---|")
     print(

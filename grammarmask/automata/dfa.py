@@ -291,24 +291,32 @@ def minimize_acyclic(
     cls_of = np.zeros(n, dtype=np.int64)  # dead state keeps class 0
     order = np.argsort(height[1:], kind="stable") + 1
     hs = height[order]
-    bounds = np.flatnonzero(np.diff(hs)) + 1
+    cuts = [0, *(np.flatnonzero(np.diff(hs)) + 1).tolist(), order.size]
+    fin = final.tolist()
+    cls_list = [0] * n
     next_id = 1
-    for group in np.split(order, bounds):
-        if group.size > 64:
+    for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+        group = order[a:b]
+        if b - a > 64:
             sig = np.concatenate([final[group, None].astype(np.int64), cls_of[red[group]]], axis=1)
-            ids = row_ids(sig)
-            cls_of[group] = next_id + ids
-            next_id += int(ids.max()) + 1
+            ids = row_ids(sig) + next_id
+            cls_of[group] = ids
+            for st, cid in zip(group.tolist(), ids.tolist(), strict=True):
+                cls_list[st] = cid
+            next_id = int(ids.max()) + 1
             continue
         # small levels (long chains): plain Python beats numpy's per-call overhead
         seen: dict[tuple[int, ...], int] = {}
-        for st, row in zip(group.tolist(), cls_of[red[group]].tolist(), strict=True):
-            key = (int(final[st]), *row)
+        cids = []
+        for st in group.tolist():
+            key = (fin[st], *[cls_list[x] for x in red[st].tolist()])
             cid = seen.get(key)
             if cid is None:
                 cid = seen[key] = next_id
                 next_id += 1
-            cls_of[st] = cid
+            cls_list[st] = cid
+            cids.append(cid)
+        cls_of[group] = cids
     first = np.full(next_id, -1, dtype=np.int64)
     first[cls_of[::-1]] = np.arange(n - 1, -1, -1)
     rep_states = first[1:]

@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .dfa import DFA, minimize
+
 __all__ = ["direct_dfa"]
 
 IntArray = npt.NDArray[np.int32]
@@ -132,6 +134,8 @@ class _Composer:
         a = self.a
         loop = hi is None
         k = lo + 1 if hi is None else hi  # numbered copies (the last one loops when unbounded)
+        if k > 2:
+            x = self.minimal(x)
         m = x.hi - x.lo
         base = a.alloc(k * m + 1)
         fresh = base + k * m
@@ -156,6 +160,19 @@ class _Composer:
         if lo == 0:
             acc = np.concatenate([acc, [fresh]])
         return _Frag(fresh, acc.astype(np.intp), base, a.n)
+
+    def minimal(self, x: _Frag) -> _Frag:
+        """``x`` as a fresh copy of its minimal DFA (before making many copies of it)."""
+        rows = self.a.t[x.lo : x.hi]
+        local = np.zeros((x.hi - x.lo + 1, 256), np.int32)
+        local[1:] = np.where(rows != 0, rows - (x.lo - 1), 0)
+        acc = np.zeros(local.shape[0], np.bool_)
+        acc[x.acc - (x.lo - 1)] = True
+        d = minimize(DFA(local, acc, x.start - x.lo + 1))
+        if d.start == 0:
+            return self.empty()
+        base = self.a.copy_in(d.transitions, np.arange(1, d.n_states, dtype=np.intp))
+        return _Frag(base + d.start - 1, np.flatnonzero(d.accepting) - 1 + base, base, self.a.n)
 
     def union(self, x: _Frag, y: _Frag) -> _Frag:
         if x.start == 0:

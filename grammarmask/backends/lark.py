@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Any
 
 from ..errors import GrammarError
@@ -36,6 +36,29 @@ def _find_definition(text: str, name: str) -> tuple[int, int] | None:
     line = text.count("\n", 0, m.start()) + 1
     col = m.start() - (text.rfind("\n", 0, m.start()) + 1) + 1
     return line, col + (len(m.group(0)) - len(m.group(0).lstrip(" \t?!")))
+
+
+_LEADING_WORD = re.compile(r"^[ \t]*[?!]?(\w+)", re.M)
+
+
+def _definitions(text: str, names: Iterable[str]) -> dict[str, tuple[int, int]]:
+    """``_find_definition`` for many names in one pass over the text (same answers)."""
+    first: dict[str, tuple[int, int]] = {}
+    line, line_start = 1, 0
+    for m in _LEADING_WORD.finditer(text):
+        at = m.start(1)
+        line += text.count("\n", line_start, at)  # matches come in order: count each newline once
+        line_start = text.rfind("\n", 0, at) + 1
+        first.setdefault(m.group(1), (line, at - line_start + 1))
+    out = {}
+    for name in names:
+        pos = first.get(name) if _WORD.fullmatch(name) else _find_definition(text, name)
+        if pos is not None:
+            out[name] = pos
+    return out
+
+
+_WORD = re.compile(r"\w+")
 
 
 def _find_use(text: str, name: str) -> tuple[int, int] | None:
@@ -152,7 +175,7 @@ def lark_to_cfg(text: str, *, start: str = "start", source_path: str | None = No
         rhs = tuple(~term(s.name) if s.is_term else nt(s.name) for s in r.expansion)
         rules.append(Rule(nt(r.origin.name), rhs, int(r.options.priority or 0)))
     ignore = tuple(term(n) for n in ignore_names)
-    positions = {n: p for n in nts if (p := _find_definition(text, n)) is not None}
+    positions = _definitions(text, nts)
     names = [""] * len(nts)
     for n, i in nts.items():
         names[i] = n
