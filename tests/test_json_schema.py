@@ -699,3 +699,48 @@ def test_complements_are_exact(branches: list[dict[str, Any]], kind: str, small_
         assert _lark_accepts(parser, doc) == v.is_valid(doc), (doc, schema)
         if i % 3 == 0:
             assert _matcher_accepts(compiled, doc) == v.is_valid(doc), (doc, schema)
+
+
+# ---- multipleOf 10^-k, as jsonschema's floating-point check sees it (multiples.py) ------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    m=st.just(0.01),
+    ip=st.one_of(st.integers(0, 999), st.integers(0, 10**13)),
+    frac=st.text("0123456789", max_size=4),
+    neg=st.booleans(),
+)
+def test_decimal_multiple_of_matches_jsonschema(m: float, ip: int, frac: str, neg: bool) -> None:
+    from grammarmask.backends.jsonschema.multiples import decimal_multiple_regex
+
+    text = ("-" if neg else "") + str(ip) + ("." + frac if frac else "")
+    r = decimal_multiple_regex(m)
+    assert r is not None
+    valid = jsonschema.Draft202012Validator({"multipleOf": m}).is_valid(json.loads(text))
+    small = ip < 1000 and len(frac.rstrip("0")) <= 2
+    if re.fullmatch(r, text):
+        assert valid, text  # sound everywhere
+    elif small:
+        assert not valid, text  # exact for integer parts below 1000
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "number", "multipleOf": 0.01},
+    {"type": "number", "minimum": -10, "exclusiveMaximum": 10.5, "multipleOf": 0.01},
+    {"type": ["number", "null"], "multipleOf": 0.01, "maximum": 1},
+])  # fmt: skip
+def test_decimal_multiple_of_schemas(schema: dict[str, Any], small_vocab: Any) -> None:
+    v = validator(schema)
+    parser = lark.Lark(JsonSchema(schema).to_lark())
+    compiled = JsonSchema(schema).compile(small_vocab)
+    texts = ["0", "0.07", "0.08", "99.99", "-5.25", "10.5", "10.49", "-10", "-10.01", "0.5", "1.001",
+             "0.999", "0.0", "3.10", "null", "12345.25", "12345.26"]  # fmt: skip
+    for t in texts:
+        valid = v.is_valid(json.loads(t))
+        lark_ok = parses(parser, t)
+        gm_ok = _accepts(compiled, _greedy(t.encode()))
+        assert lark_ok == gm_ok, t  # the lookahead text and the product automaton agree
+        assert not gm_ok or valid, t  # sound
+        if "." not in t or (abs(float(t)) < 1000 and len(t.split(".")[1].rstrip("0")) <= 2):
+            assert gm_ok == valid, t  # exact in the enumerated region

@@ -28,6 +28,7 @@ from .formats import FORMATS, enforced_format, format_width
 from .intersect import TooLarge, intersection_dfa, lark_regex, terminal_name
 from .keyset import KeySetTooLarge, key_regex
 from .keywords import ENFORCED, REFUSED, is_trivial, merge, normalize, refuse, types_of
+from .multiples import decimal_multiple_regex
 from .negation import complement
 from .numbers import JSON_NUMBER, NON_INTEGER, number_regex
 from .strings import ANY_CHAR, NOTHING, key_not_in, literal, pattern_regex, plain_string, regex_terminal
@@ -574,15 +575,21 @@ class Compiler:
                 if m > 1:
                     return self.multiples(m, lo, lo_x, hi, hi_x, ptr)
                 integer = True
-            else:
+            elif decimal_multiple_regex(m) is None:
                 self.unsupported(
                     "multipleOf",
                     ptr,
-                    "a non-integer multipleOf is not supported (jsonschema checks it in floating point)",
+                    "a non-integer multipleOf other than 0.01 is not supported "
+                    "(jsonschema checks it in floating point)",
                 )
         r = number_regex(lo, lo_x, hi, hi_x, integer=integer, int_fraction=self.draft >= 6)
         if r is None:
             return self.empty(ptr, f"no number in the range {lo}..{hi}")
+        dm = decimal_multiple_regex(m) if isinstance(m, float) else None
+        if dm is not None:  # multipleOf 10^-k, as jsonschema's float check sees it (multiples.py)
+            if lo is None and hi is None and not integer:
+                return regex_terminal(dm)
+            return self.intersection_terminal(tuple(sorted({r, dm})), "multipleOf", ptr, regex_terminal(r))
         return regex_terminal(r)
 
     def multiples(self, m: int, lo: Any, lo_x: bool, hi: Any, hi_x: bool, ptr: str) -> str | None:
