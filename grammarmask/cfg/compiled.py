@@ -112,9 +112,12 @@ class CompiledCfg(CompiledGrammar):
     def _fresh(self, e: EarleySet, shadows: tuple[int, ...]) -> Config | None:
         """The configuration at a boundary after ``e``, or None when no lexeme can start there."""
         pend = self._pend_of(e)
-        if not e.accepting and not any(self.lex.can_finish(q, shadows, nonempty=False) for q in pend):
-            return None
-        return (e, pend, shadows, True)
+        key = ("fresh", shadows)
+        ok = e.memo.get(key)
+        if ok is None:
+            ok = e.accepting or any(self.lex.can_finish(q, shadows, nonempty=False) for q in pend)
+            e.memo[key] = ok
+        return (e, pend, shadows, True) if ok else None
 
     def _close(self, e: EarleySet, q: int, shadows: tuple[int, ...]) -> Config | None:
         """Close the lexeme in accepting DFA state ``q`` (shadows already stepped past it)."""
@@ -318,9 +321,12 @@ class CompiledCfg(CompiledGrammar):
         empty = self.walker.empty
         for g in ent.groups:
             t = lex.term_list[g.q]
-            shadows = g.shadows
-            if lex.greedy[t] and lex.reaccept[g.q]:
-                shadows = tuple(sorted({*shadows, g.q}))
+            shadows = g.after
+            if shadows is None:
+                shadows = g.shadows
+                if lex.greedy[t] and lex.reaccept[g.q]:
+                    shadows = tuple(sorted({*shadows, g.q}))
+                g.after = shadows
             fr = g.frontier
             if fr is None:
                 assert g.nodes is not None  # only dense-walk closes come without nodes, with a frontier

@@ -68,7 +68,7 @@ class Group:
     """The closes of one lexeme at DFA state ``q`` with shadows ``shadows``: at trie ``nodes`` (None
     when the walk that found them set ``frontier`` already)."""
 
-    __slots__ = ("q", "shadows", "nodes", "at_words", "frontier")
+    __slots__ = ("q", "shadows", "nodes", "at_words", "frontier", "after")
 
     def __init__(self, q: int, shadows: tuple[int, ...], nodes: I64 | None, at_words: Words) -> None:
         self.q = q
@@ -76,6 +76,8 @@ class Group:
         self.nodes = nodes
         self.at_words = at_words
         self.frontier: Frontier | None = None
+        #: the shadows that live on after the close (set by the first caller that needs them)
+        self.after: tuple[int, ...] | None = None
 
 
 class Entry:
