@@ -24,22 +24,18 @@ from jsonschema.validators import validator_for
 
 from ...errors import GrammarError, UnsupportedSchemaError
 from . import objects
-from .formats import FORMATS, enforced_format, format_width
-from .intersect import TooLarge, intersection_dfa, lark_regex, terminal_name
-from .keyset import KeySetTooLarge, key_regex
+from .intersect import lark_regex
 from .keywords import ENFORCED, REFUSED, is_trivial, merge, normalize, refuse, types_of
-from .multiples import decimal_multiple_regex
 from .negation import complement
-from .numbers import JSON_NUMBER, NON_INTEGER, number_regex
-from .strings import ANY_CHAR, NOTHING, key_not_in, literal, pattern_regex, plain_string, regex_terminal
+from .numbers import JSON_NUMBER
+from .scalars import ScalarBuilder
+from .strings import ANY_CHAR, NOTHING, literal, regex_terminal
 
 __all__ = ["Compiler", "SchemaWarning"]
 
 Schema = Any
 _T = TypeVar("_T")
 MAX_BRANCHES = 64
-LONG_STRING = 256  # maxLength above this is written as chunk lexemes (see Compiler.long_string)
-CHUNK = 64
 
 
 class SchemaWarning(UserWarning):
@@ -115,6 +111,7 @@ class Compiler:
         else:
             self.ws_def = f"_W: /[ \\t]{{0,{max_ws}}}\\n[ \\t]{{0,{max_ws}}}|[ \\t]{{1,{max_ws}}}/"
         self.objects = objects.ObjectBuilder(self)
+        self.scalars = ScalarBuilder(self)
 
     # ---- entry points ------------------------------------------------------------------------------
 
@@ -205,6 +202,8 @@ class Compiler:
     def not_as_union(self, s: dict[str, Any], ptr: str, resolver: Any) -> dict[str, Any]:
         """``not: X`` (X beyond what ``apply_not`` handles) as ``anyOf`` of X's complement, if it has
         an exact form (negation.py); else unchanged (``apply_not`` refuses it)."""
+        if _UNEVALUATED & set(s):  # not X adds no annotations; the anyOf form would: keep 'not'
+            return s
         alts = self.complement(s["not"], f"{ptr}/not", resolver)
         if alts is None:
             return s
@@ -342,16 +341,28 @@ class Compiler:
             for b in branches
         )
         if not ok:
-            return self.exclusive_by_complement(branches, ptr, resolver)
+            return self.exclusive_by_complement(branches, ptr, resolver, base)
         return [
             {"allOf": [b], "not": {"anyOf": [x for j, x in enumerate(branches) if j != i]}}
             for i, b in enumerate(branches)
         ]
 
-    def exclusive_by_complement(self, branches: list[Any], ptr: str, resolver: Any) -> list[Any]:
+    def exclusive_by_complement(
+        self, branches: list[Any], ptr: str, resolver: Any, base: Any = None
+    ) -> list[Any]:
         """Branch i becomes ``B_i and (not B_j for every j != i)``, each ``not B_j`` the union of B_j's
-        complement (negation.py); refused when a complement has no exact form or too many parts."""
-        comps = [self.complement(b, f"{ptr}/oneOf/{j}", resolver) for j, b in enumerate(branches)]
+        complement (negation.py); refused when a complement has no exact form or too many parts, or
+        when ``unevaluated*`` is involved (the complement's keywords would count as evaluating)."""
+        flats = []
+        for b in branches:
+            try:
+                flats.append(self.flatten(b, ptr, resolver))
+            except UnsupportedSchemaError:
+                flats.append({})
+        if any(_UNEVALUATED & set(f or {}) for f in [*flats, base if isinstance(base, dict) else {}]):
+            comps: list[list[Any] | None] = [None]
+        else:
+            comps = [self.complement(b, f"{ptr}/oneOf/{j}", resolver) for j, b in enumerate(branches)]
         combos = 1
         for c in comps:
             combos *= max(1, len(c)) if c is not None else 1
@@ -359,11 +370,7 @@ class Compiler:
             self.unsupported("oneOf", ptr, "oneOf branches may overlap, so exactly-one cannot be enforced")
             return branches
         out: list[Any] = []
-        for i, b in enumerate(branches):
-            try:
-                fb = self.flatten(b, ptr, resolver)
-            except UnsupportedSchemaError:
-                fb = {}
+        for i, (b, fb) in enumerate(zip(branches, flats)):
             if fb is None:
                 continue
             mine = types_of(fb)  # parts of a complement outside B_i's types cannot meet B_i
@@ -470,11 +477,11 @@ class Compiler:
         if "boolean" in types:
             alts += ['"true"', '"false"']
         if "number" in types or "integer" in types:
-            r = self.number(s, "number" not in types, ptr)
+            r = self.scalars.number(s, "number" not in types, ptr)
             if r is not None:
                 alts.append(r)
         if "string" in types:
-            r = self.string(s, ptr, [v for v in excluded if isinstance(v, str)])
+            r = self.scalars.string(s, ptr, [v for v in excluded if isinstance(v, str)])
             if r is not None:
                 alts.append(r)
         if "array" in types:
@@ -540,238 +547,6 @@ class Compiler:
 
     # ---- scalars -----------------------------------------------------------------------------------
 
-    def number(self, s: dict[str, Any], integer: bool, ptr: str) -> str | None:
-        lo, lo_x, hi, hi_x = None, False, None, False
-        for k, strict_ in (("minimum", False), ("exclusiveMinimum", True)):
-            v = s.get(k)
-            num = isinstance(v, (int, float)) and not isinstance(v, bool)
-            if num and (lo is None or v > lo or (v == lo and strict_)):
-                lo, lo_x = v, strict_
-        for k, strict_ in (("maximum", False), ("exclusiveMaximum", True)):
-            v = s.get(k)
-            num = isinstance(v, (int, float)) and not isinstance(v, bool)
-            if num and (hi is None or v < hi or (v == hi and strict_)):
-                hi, hi_x = v, strict_
-        for b in (lo, hi):
-            if isinstance(b, float) and (b != b or b in (float("inf"), float("-inf"))):
-                raise GrammarError(f"at {ptr or '/'}: a numeric bound must be finite")
-        m = s.get("multipleOf")
-        if s.get("_nonint"):  # not an integer: NON_INTEGER, intersected with the bounds
-            if m is not None:
-                self.unsupported("not", ptr, "'not integer' together with multipleOf")
-                return None
-            if lo is None and hi is None:
-                return regex_terminal(NON_INTEGER)
-            r = number_regex(lo, lo_x, hi, hi_x, integer=False, int_fraction=self.draft >= 6)
-            if r is None:
-                return self.empty(ptr, f"no number in the range {lo}..{hi}")
-            return self.intersection_terminal(tuple(sorted({r, NON_INTEGER})), "not", ptr, regex_terminal(r))
-        if m is not None:
-            if not isinstance(m, (int, float)) or isinstance(m, bool) or m <= 0:
-                raise GrammarError(f"at {ptr or '/'}: multipleOf must be a positive number")
-            if isinstance(m, float) and m.is_integer():
-                m = int(m)
-            if isinstance(m, int):
-                if m > 1:
-                    return self.multiples(m, lo, lo_x, hi, hi_x, ptr)
-                integer = True
-            elif decimal_multiple_regex(m) is None:
-                self.unsupported(
-                    "multipleOf",
-                    ptr,
-                    "a non-integer multipleOf other than 0.01 is not supported "
-                    "(jsonschema checks it in floating point)",
-                )
-        r = number_regex(lo, lo_x, hi, hi_x, integer=integer, int_fraction=self.draft >= 6)
-        if r is None:
-            return self.empty(ptr, f"no number in the range {lo}..{hi}")
-        dm = decimal_multiple_regex(m) if isinstance(m, float) else None
-        if dm is not None:  # multipleOf 10^-k, as jsonschema's float check sees it (multiples.py)
-            if lo is None and hi is None and not integer:
-                return regex_terminal(dm)
-            return self.intersection_terminal(tuple(sorted({r, dm})), "multipleOf", ptr, regex_terminal(r))
-        return regex_terminal(r)
-
-    def multiples(self, m: int, lo: Any, lo_x: bool, hi: Any, hi_x: bool, ptr: str) -> str | None:
-        import math
-
-        if lo is not None and hi is not None:
-            a = math.floor(lo) + 1 if lo_x and lo == math.floor(lo) else math.ceil(lo)
-            b = math.ceil(hi) - 1 if hi_x and hi == math.ceil(hi) else math.floor(hi)
-            first = -(-a // m) * m
-            if first > b:
-                return self.empty(ptr, "no multiple of multipleOf in range")
-            count = (b - first) // m + 1
-            if count <= 256:
-                vals = [str(v) for v in range(first, b + 1, m)]
-                vals.sort(key=lambda v: -len(v))
-                return regex_terminal("(?:" + "|".join(vals) + ")")
-        if lo is None and hi is None:
-            n2 = m
-            a2 = b5 = 0
-            while n2 % 2 == 0:
-                n2, a2 = n2 // 2, a2 + 1
-            while n2 % 5 == 0:
-                n2, b5 = n2 // 5, b5 + 1
-            k = max(a2, b5)
-            if n2 == 1 and 10**k // m <= 200:
-                sufs = [str(v).zfill(k) for v in range(0, 10**k, m)]
-                small = sorted((str(v) for v in range(0, 10**k, m)), key=lambda v: -len(v))
-                mag = "(?:[1-9][0-9]*(?:" + "|".join(sufs) + ")|" + "|".join(small) + ")"
-                return regex_terminal("-?" + mag)
-        self.unsupported("multipleOf", ptr, f"multipleOf {m} with this range has no compact exact form")
-        return regex_terminal(
-            number_regex(lo, lo_x, hi, hi_x, integer=True, int_fraction=self.draft >= 6) or NOTHING
-        )
-
-    def string(self, s: dict[str, Any], ptr: str, excluded: list[str]) -> str | None:
-        lo, hi = s.get("minLength", 0), s.get("maxLength")
-        if s.get("_not_patterns"):
-            return self.string_avoiding(s, ptr, excluded)
-        plain = "pattern" not in s and enforced_format(s) is None and not excluded
-        if plain and isinstance(hi, int) and hi > LONG_STRING and isinstance(lo, int) and 0 <= lo <= CHUNK:
-            return self.long_string(lo, hi)
-        extra: list[str] = []
-        body = self.string_body(s, ptr, extra)
-        if body is None:
-            return None
-        if extra:
-            return self.intersection(body, extra, s, ptr, excluded)
-        if excluded:
-            if body != plain_string(0, None):
-                self.unsupported("not", ptr, "excluding string values from a constrained string")
-            else:
-                body = key_not_in(excluded)
-        return regex_terminal(f'"{body}"')
-
-    def intersection(
-        self, body: str, extra: list[str], s: dict[str, Any], ptr: str, excluded: list[str]
-    ) -> str | None:
-        """A named terminal for strings matching ``body`` and every ``extra`` regex (exact product)."""
-        keyword = "maxLength" if "maxLength" in s else "minLength" if "minLength" in s else "pattern"
-        if excluded:
-            self.unsupported("not", ptr, "excluding string values from a constrained string")
-        parts = tuple(sorted({f'"{r}"' for r in (body, *extra)}))
-        return self.intersection_terminal(parts, keyword, ptr, regex_terminal(f'"{body}"'))
-
-    def intersection_terminal(
-        self, parts: tuple[str, ...], keyword: str, ptr: str, fallback: str
-    ) -> str | None:
-        """A named terminal for the intersection of the full-terminal regexes ``parts`` (intersect.py);
-        ``fallback`` (the first constraint alone) if the product is too large and strict is off."""
-        for name, known in self.isect.items():
-            if known == parts:
-                return name
-        try:
-            dfa = intersection_dfa(parts)
-        except TooLarge:
-            self.unsupported(keyword, ptr, "these constraints together: product automaton too large")
-            return fallback
-        if dfa.is_empty():
-            return self.empty(ptr, "no value satisfies these constraints together")
-        name = terminal_name(len(self.isect))
-        self.isect[name] = parts
-        return name
-
-    def string_avoiding(self, s: dict[str, Any], ptr: str, excluded: list[str]) -> str | None:
-        """A string that ``re.search``-matches none of ``not: {pattern}``: a key-set DFA (no line
-        terminators in the string, a narrowing)."""
-        lo, hi = s.get("minLength", 0), s.get("maxLength")
-        match = [s["pattern"]] if isinstance(s.get("pattern"), str) else []
-        if hi is not None or lo > 1 or enforced_format(s) is not None:
-            self.unsupported("not", ptr, "'not pattern' together with format or length limits")
-            return None
-        if lo == 1:
-            match.append(".")
-        try:
-            body = key_regex(match, list(s["_not_patterns"]), excluded)
-        except (KeySetTooLarge, re.error, RecursionError) as e:
-            self.unsupported("not", ptr, f"'not pattern' is too complex here ({e})")
-            return None
-        return None if body is None else regex_terminal(f'"{body}"')
-
-    def long_string(self, lo: int, hi: int) -> str:
-        """A string of lo..hi characters as chunk lexemes, so no automaton has to count to ``hi``.
-
-        Lexemes are greedy (lark's dynamic lexer and ours take the longest match), so every chunk but
-        the last has exactly CHUNK characters and k chunks hold at most hi characters iff
-        k < K or the K-th chunk has at most hi - CHUNK*(K-1): exact, with K = ceil(hi / CHUNK).
-        """
-        if (lo, hi) in self.long:
-            return self.long[(lo, hi)]
-        k_max = -(-hi // CHUNK)
-        last = hi - CHUNK * (k_max - 1)
-        full = self.chunk(1, CHUNK)
-        rest: str = ""
-        for i in range(k_max - 1, 0, -1):  # rule i: the chunks after the first i
-            chunk = self.chunk(1, last) if i == k_max - 1 else full
-            body = f"{chunk} {rest}".strip()
-            rest = self.rule(body, "c") + "?"
-        first_top = last if k_max == 1 else CHUNK
-        first = self.chunk(max(lo, 1), first_top)
-        inner = f"({first} {rest})".replace(" )", ")") + ("?" if lo == 0 else "")
-        self.long[(lo, hi)] = self.rule(f'"\\"" {inner} "\\""', "q")
-        return self.long[(lo, hi)]
-
-    def chunk(self, lo: int, hi: int) -> str:
-        """A rule for one chunk lexeme of lo..hi characters (shared: the regex is long)."""
-        if (lo, hi) not in self.chunks:
-            self.chunks[(lo, hi)] = self.rule(regex_terminal(f"{ANY_CHAR}{{{lo},{hi}}}"), "k")
-        return self.chunks[(lo, hi)]
-
-    def string_body(self, s: dict[str, Any], ptr: str, extra: list[str] | None = None) -> str | None:
-        """Regex for the JSON text inside the quotes (None: no string fits).
-
-        With ``extra``, constraints that do not fold into one regex are appended to it as further
-        regexes the string must also match (the caller intersects them); without it they are refused.
-        """
-        lo = s.get("minLength", 0)
-        hi = s.get("maxLength")
-        for k, v in (("minLength", lo), ("maxLength", hi)):
-            bad = v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0)
-            if bad and not (isinstance(v, float) and v.is_integer() and v >= 0):
-                raise GrammarError(f"at {ptr or '/'}: {k} must be a non-negative integer")
-        lo, hi = int(lo), (None if hi is None else int(hi))
-        if hi is not None and lo > hi:
-            return self.empty(ptr, "minLength > maxLength")
-        fmt = enforced_format(s)
-        pat = s.get("pattern")
-        if fmt is not None and fmt not in FORMATS:
-            self.unsupported("format", ptr, f"format {fmt!r} is not supported")
-            fmt = None
-        if fmt is not None and pat is not None:
-            if extra is not None and isinstance(pat, str):
-                extra.append(pattern_regex(pat, ptr)[0])
-            else:
-                self.unsupported("pattern", ptr, "pattern together with format is not supported")
-            pat = None
-        if fmt is not None:
-            wlo, whi = format_width(fmt)
-            if wlo < lo or (hi is not None and (whi is None or whi > hi)):
-                if extra is not None:
-                    extra.append(plain_string(lo, hi))
-                    return FORMATS[fmt]
-                self.unsupported(
-                    "maxLength" if hi is not None else "minLength",
-                    ptr,
-                    f"a length limit on format {fmt!r} is not supported",
-                )
-            return FORMATS[fmt]
-        if pat is not None:
-            if not isinstance(pat, str):
-                raise GrammarError(f"at {ptr or '/'}: pattern must be a string")
-            r, ok = pattern_regex(pat, ptr, lo, hi)
-            if not ok and extra is not None:
-                extra.append(plain_string(lo, hi))
-            elif not ok:
-                self.unsupported(
-                    "maxLength" if hi is not None else "minLength",
-                    ptr,
-                    "this combination of pattern and length limits is not supported",
-                )
-            return r
-        return plain_string(lo, hi)
-
     def literal(self, v: Any) -> str:
         """Expression for the JSON text of one value (key order as given)."""
         if v is None:
@@ -817,6 +592,9 @@ class Compiler:
             self.rules["json_array"] = f'"[" {w} "]" | "[" json_item ("," json_item)* "]"'
             self.rules["json_item"] = f"{w} json_value {w}"
         return "json_value"
+
+
+_UNEVALUATED = {"unevaluatedProperties", "unevaluatedItems"}
 
 
 def _simple_not(n: Any) -> bool:

@@ -61,7 +61,10 @@ def _keyword(k: str, v: Any, s: dict[str, Any], draft: int, flatten: Any, depth:
         if "integer" in t and "number" not in t:  # and the numbers that are not integers
             alts.append({"type": ["number"], "not": {"type": ["integer"]}})
         return alts
-    if k == "not":
+    if k == "not":  # violated by what v accepts; v's own unevaluated* would see the merged node
+        fv = flatten(v)
+        if isinstance(fv, dict) and {"unevaluatedProperties", "unevaluatedItems"} & set(fv):
+            return None
         return [v]
     if k in ("enum", "const"):
         vals = v if k == "enum" else [v]

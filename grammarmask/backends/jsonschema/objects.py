@@ -393,7 +393,7 @@ class ObjectBuilder:
             c.unsupported("propertyNames", ptr, "only string keywords are supported in propertyNames")
         if "type" in flat and "string" not in flat["type"]:
             return None
-        return c.string_body(flat, p)
+        return c.scalars.string_body(flat, p)
 
 
 def _search(p: str, key: str) -> bool:

@@ -1,0 +1,262 @@
+"""Numbers and strings of a JSON Schema node: the terminals for ``minimum``/``multipleOf``/...,
+``minLength``/``pattern``/``format`` (and their intersections, intersect.py), long strings as chunks."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from ...errors import GrammarError
+from .formats import FORMATS, enforced_format, format_width
+from .intersect import TooLarge, intersection_dfa, terminal_name
+from .keyset import KeySetTooLarge, key_regex
+from .multiples import decimal_multiple_regex
+from .numbers import NON_INTEGER, number_regex
+from .strings import ANY_CHAR, NOTHING, key_not_in, pattern_regex, plain_string, regex_terminal
+
+if TYPE_CHECKING:
+    from .compiler import Compiler
+
+__all__ = ["ScalarBuilder"]
+
+LONG_STRING = 256  # maxLength above this is written as chunk lexemes (see long_string)
+CHUNK = 64
+
+
+class ScalarBuilder:
+    """The number and string parts of one compilation (rules and terminals go into the Compiler)."""
+
+    def __init__(self, c: Compiler) -> None:
+        self.c = c
+
+    def number(self, s: dict[str, Any], integer: bool, ptr: str) -> str | None:
+        lo, lo_x, hi, hi_x = None, False, None, False
+        for k, strict_ in (("minimum", False), ("exclusiveMinimum", True)):
+            v = s.get(k)
+            num = isinstance(v, (int, float)) and not isinstance(v, bool)
+            if num and (lo is None or v > lo or (v == lo and strict_)):
+                lo, lo_x = v, strict_
+        for k, strict_ in (("maximum", False), ("exclusiveMaximum", True)):
+            v = s.get(k)
+            num = isinstance(v, (int, float)) and not isinstance(v, bool)
+            if num and (hi is None or v < hi or (v == hi and strict_)):
+                hi, hi_x = v, strict_
+        for b in (lo, hi):
+            if isinstance(b, float) and (b != b or b in (float("inf"), float("-inf"))):
+                raise GrammarError(f"at {ptr or '/'}: a numeric bound must be finite")
+        m = s.get("multipleOf")
+        if s.get("_nonint"):  # not an integer: NON_INTEGER, intersected with the bounds
+            if m is not None:
+                self.c.unsupported("not", ptr, "'not integer' together with multipleOf")
+                return None
+            if lo is None and hi is None:
+                return regex_terminal(NON_INTEGER)
+            r = number_regex(lo, lo_x, hi, hi_x, integer=False, int_fraction=self.c.draft >= 6)
+            if r is None:
+                return self.c.empty(ptr, f"no number in the range {lo}..{hi}")
+            return self.intersection_terminal(tuple(sorted({r, NON_INTEGER})), "not", ptr, regex_terminal(r))
+        if m is not None:
+            if not isinstance(m, (int, float)) or isinstance(m, bool) or m <= 0:
+                raise GrammarError(f"at {ptr or '/'}: multipleOf must be a positive number")
+            if isinstance(m, float) and m.is_integer():
+                m = int(m)
+            if isinstance(m, int):
+                if m > 1:
+                    return self.multiples(m, lo, lo_x, hi, hi_x, ptr)
+                integer = True
+            elif decimal_multiple_regex(m) is None:
+                self.c.unsupported(
+                    "multipleOf",
+                    ptr,
+                    "a non-integer multipleOf other than 0.01 is not supported "
+                    "(jsonschema checks it in floating point)",
+                )
+        r = number_regex(lo, lo_x, hi, hi_x, integer=integer, int_fraction=self.c.draft >= 6)
+        if r is None:
+            return self.c.empty(ptr, f"no number in the range {lo}..{hi}")
+        dm = decimal_multiple_regex(m) if isinstance(m, float) else None
+        if dm is not None:  # multipleOf 10^-k, as jsonschema's float check sees it (multiples.py)
+            if lo is None and hi is None and not integer:
+                return regex_terminal(dm)
+            return self.intersection_terminal(tuple(sorted({r, dm})), "multipleOf", ptr, regex_terminal(r))
+        return regex_terminal(r)
+
+    def multiples(self, m: int, lo: Any, lo_x: bool, hi: Any, hi_x: bool, ptr: str) -> str | None:
+        import math
+
+        if lo is not None and hi is not None:
+            a = math.floor(lo) + 1 if lo_x and lo == math.floor(lo) else math.ceil(lo)
+            b = math.ceil(hi) - 1 if hi_x and hi == math.ceil(hi) else math.floor(hi)
+            first = -(-a // m) * m
+            if first > b:
+                return self.c.empty(ptr, "no multiple of multipleOf in range")
+            count = (b - first) // m + 1
+            if count <= 256:
+                vals = [str(v) for v in range(first, b + 1, m)]
+                vals.sort(key=lambda v: -len(v))
+                return regex_terminal("(?:" + "|".join(vals) + ")")
+        if lo is None and hi is None:
+            n2 = m
+            a2 = b5 = 0
+            while n2 % 2 == 0:
+                n2, a2 = n2 // 2, a2 + 1
+            while n2 % 5 == 0:
+                n2, b5 = n2 // 5, b5 + 1
+            k = max(a2, b5)
+            if n2 == 1 and 10**k // m <= 200:
+                sufs = [str(v).zfill(k) for v in range(0, 10**k, m)]
+                small = sorted((str(v) for v in range(0, 10**k, m)), key=lambda v: -len(v))
+                mag = "(?:[1-9][0-9]*(?:" + "|".join(sufs) + ")|" + "|".join(small) + ")"
+                return regex_terminal("-?" + mag)
+        self.c.unsupported("multipleOf", ptr, f"multipleOf {m} with this range has no compact exact form")
+        return regex_terminal(
+            number_regex(lo, lo_x, hi, hi_x, integer=True, int_fraction=self.c.draft >= 6) or NOTHING
+        )
+
+    def string(self, s: dict[str, Any], ptr: str, excluded: list[str]) -> str | None:
+        lo, hi = s.get("minLength", 0), s.get("maxLength")
+        if s.get("_not_patterns"):
+            return self.string_avoiding(s, ptr, excluded)
+        plain = "pattern" not in s and enforced_format(s) is None and not excluded
+        if plain and isinstance(hi, int) and hi > LONG_STRING and isinstance(lo, int) and 0 <= lo <= CHUNK:
+            return self.long_string(lo, hi)
+        extra: list[str] = []
+        body = self.string_body(s, ptr, extra)
+        if body is None:
+            return None
+        if extra:
+            return self.intersection(body, extra, s, ptr, excluded)
+        if excluded:
+            if body != plain_string(0, None):
+                self.c.unsupported("not", ptr, "excluding string values from a constrained string")
+            else:
+                body = key_not_in(excluded)
+        return regex_terminal(f'"{body}"')
+
+    def intersection(
+        self, body: str, extra: list[str], s: dict[str, Any], ptr: str, excluded: list[str]
+    ) -> str | None:
+        """A named terminal for strings matching ``body`` and every ``extra`` regex (exact product)."""
+        keyword = "maxLength" if "maxLength" in s else "minLength" if "minLength" in s else "pattern"
+        if excluded:
+            self.c.unsupported("not", ptr, "excluding string values from a constrained string")
+        parts = tuple(sorted({f'"{r}"' for r in (body, *extra)}))
+        return self.intersection_terminal(parts, keyword, ptr, regex_terminal(f'"{body}"'))
+
+    def intersection_terminal(
+        self, parts: tuple[str, ...], keyword: str, ptr: str, fallback: str
+    ) -> str | None:
+        """A named terminal for the intersection of the full-terminal regexes ``parts`` (intersect.py);
+        ``fallback`` (the first constraint alone) if the product is too large and strict is off."""
+        for name, known in self.c.isect.items():
+            if known == parts:
+                return name
+        try:
+            dfa = intersection_dfa(parts)
+        except TooLarge:
+            self.c.unsupported(keyword, ptr, "these constraints together: product automaton too large")
+            return fallback
+        if dfa.is_empty():
+            return self.c.empty(ptr, "no value satisfies these constraints together")
+        name = terminal_name(len(self.c.isect))
+        self.c.isect[name] = parts
+        return name
+
+    def string_avoiding(self, s: dict[str, Any], ptr: str, excluded: list[str]) -> str | None:
+        """A string that ``re.search``-matches none of ``not: {pattern}``: a key-set DFA (no line
+        terminators in the string, a narrowing)."""
+        lo, hi = s.get("minLength", 0), s.get("maxLength")
+        match = [s["pattern"]] if isinstance(s.get("pattern"), str) else []
+        if hi is not None or lo > 1 or enforced_format(s) is not None:
+            self.c.unsupported("not", ptr, "'not pattern' together with format or length limits")
+            return None
+        if lo == 1:
+            match.append(".")
+        try:
+            body = key_regex(match, list(s["_not_patterns"]), excluded)
+        except (KeySetTooLarge, re.error, RecursionError) as e:
+            self.c.unsupported("not", ptr, f"'not pattern' is too complex here ({e})")
+            return None
+        return None if body is None else regex_terminal(f'"{body}"')
+
+    def long_string(self, lo: int, hi: int) -> str:
+        """A string of lo..hi characters as chunk lexemes, so no automaton has to count to ``hi``.
+
+        Lexemes are greedy (lark's dynamic lexer and ours take the longest match), so every chunk but
+        the last has exactly CHUNK characters and k chunks hold at most hi characters iff
+        k < K or the K-th chunk has at most hi - CHUNK*(K-1): exact, with K = ceil(hi / CHUNK).
+        """
+        if (lo, hi) in self.c.long:
+            return self.c.long[(lo, hi)]
+        k_max = -(-hi // CHUNK)
+        last = hi - CHUNK * (k_max - 1)
+        full = self.chunk(1, CHUNK)
+        rest: str = ""
+        for i in range(k_max - 1, 0, -1):  # rule i: the chunks after the first i
+            chunk = self.chunk(1, last) if i == k_max - 1 else full
+            body = f"{chunk} {rest}".strip()
+            rest = self.c.rule(body, "c") + "?"
+        first_top = last if k_max == 1 else CHUNK
+        first = self.chunk(max(lo, 1), first_top)
+        inner = f"({first} {rest})".replace(" )", ")") + ("?" if lo == 0 else "")
+        self.c.long[(lo, hi)] = self.c.rule(f'"\\"" {inner} "\\""', "q")
+        return self.c.long[(lo, hi)]
+
+    def chunk(self, lo: int, hi: int) -> str:
+        """A rule for one chunk lexeme of lo..hi characters (shared: the regex is long)."""
+        if (lo, hi) not in self.c.chunks:
+            self.c.chunks[(lo, hi)] = self.c.rule(regex_terminal(f"{ANY_CHAR}{{{lo},{hi}}}"), "k")
+        return self.c.chunks[(lo, hi)]
+
+    def string_body(self, s: dict[str, Any], ptr: str, extra: list[str] | None = None) -> str | None:
+        """Regex for the JSON text inside the quotes (None: no string fits).
+
+        With ``extra``, constraints that do not fold into one regex are appended to it as further
+        regexes the string must also match (the caller intersects them); without it they are refused.
+        """
+        lo = s.get("minLength", 0)
+        hi = s.get("maxLength")
+        for k, v in (("minLength", lo), ("maxLength", hi)):
+            bad = v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0)
+            if bad and not (isinstance(v, float) and v.is_integer() and v >= 0):
+                raise GrammarError(f"at {ptr or '/'}: {k} must be a non-negative integer")
+        lo, hi = int(lo), (None if hi is None else int(hi))
+        if hi is not None and lo > hi:
+            return self.c.empty(ptr, "minLength > maxLength")
+        fmt = enforced_format(s)
+        pat = s.get("pattern")
+        if fmt is not None and fmt not in FORMATS:
+            self.c.unsupported("format", ptr, f"format {fmt!r} is not supported")
+            fmt = None
+        if fmt is not None and pat is not None:
+            if extra is not None and isinstance(pat, str):
+                extra.append(pattern_regex(pat, ptr)[0])
+            else:
+                self.c.unsupported("pattern", ptr, "pattern together with format is not supported")
+            pat = None
+        if fmt is not None:
+            wlo, whi = format_width(fmt)
+            if wlo < lo or (hi is not None and (whi is None or whi > hi)):
+                if extra is not None:
+                    extra.append(plain_string(lo, hi))
+                    return FORMATS[fmt]
+                self.c.unsupported(
+                    "maxLength" if hi is not None else "minLength",
+                    ptr,
+                    f"a length limit on format {fmt!r} is not supported",
+                )
+            return FORMATS[fmt]
+        if pat is not None:
+            if not isinstance(pat, str):
+                raise GrammarError(f"at {ptr or '/'}: pattern must be a string")
+            r, ok = pattern_regex(pat, ptr, lo, hi)
+            if not ok and extra is not None:
+                extra.append(plain_string(lo, hi))
+            elif not ok:
+                self.c.unsupported(
+                    "maxLength" if hi is not None else "minLength",
+                    ptr,
+                    "this combination of pattern and length limits is not supported",
+                )
+            return r
+        return plain_string(lo, hi)
