@@ -9,6 +9,7 @@ expanded by lark. Differences from lark are listed in docs/semantics.md.
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import re
 from collections.abc import Hashable, Iterable, Sequence
@@ -134,8 +135,13 @@ def lark_to_cfg(text: str, *, start: str = "start", source_path: str | None = No
 
     if not isinstance(text, str):
         raise GrammarError(f"Lark grammar text must be str, got {type(text).__name__}")
+    gc_was_on = gc.isenabled()
     try:
-        # lark's own loader and EBNF->BNF compiler (what lark.Lark runs before building its parser)
+        # lark's own loader and EBNF->BNF compiler (what lark.Lark runs before building its parser).
+        # It allocates hundreds of thousands of tree objects for a large grammar; the cyclic GC's
+        # passes over them were ~30% of the loader's time (a 250 KB JSON Schema grammar: 1.75 s ->
+        # 1.2 s). Reference counting still frees them; GC resumes right after.
+        gc.disable()
         grammar, _ = load_grammar(  # type: ignore[no-untyped-call]
             text, source_path or "<string>", list(import_paths), False)
         lark_terminals, lark_rules, ignore_names = grammar.compile([start], set())
@@ -146,6 +152,9 @@ def lark_to_cfg(text: str, *, start: str = "start", source_path: str | None = No
         raise _lark_error(e, text) from None
     except re.error as e:
         raise GrammarError(f"lark: bad regular expression: {e}", text=text) from None
+    finally:
+        if gc_was_on:
+            gc.enable()
     terms = {t.name: t for t in lark_terminals}
     nts: dict[str, int] = {}
     term_ids: dict[str, int] = {}
