@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import GrammarError
-from .dfa import DFA, minimize, minimize_acyclic
+from .dfa import DFA, column_classes, minimize, minimize_acyclic
 from .nfa import NFA, determinize
 
 __all__ = [
@@ -68,7 +68,10 @@ def from_strings(strings: Iterable[bytes]) -> DFA:
     for s_, d_ in zip(reversed(src), reversed(dst), strict=True):
         if height[d_] + 1 > height[s_]:
             height[s_] = height[d_] + 1
-    classes = _edge_byte_classes(np.array(src), np.array(byt), np.array(dst))
+    if n <= 4096:  # small tables: numpy over the dense columns beats the per-byte loop
+        classes, _ = column_classes(table)
+    else:
+        classes = _edge_byte_classes(np.array(src), np.array(byt), np.array(dst))
     return minimize_acyclic(table, np.array(final, dtype=np.bool_), np.array(height, dtype=np.int64), classes)
 
 

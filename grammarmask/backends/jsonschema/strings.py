@@ -127,7 +127,12 @@ def _hex_digit(n: int) -> str:
 
 def encode_set(r: Ranges) -> str | None:
     """Regex for the JSON text of one character from the set ``r`` (None if empty)."""
-    r = _norm(r)
+    return _encode_set(tuple(_norm(r)))
+
+
+@lru_cache(maxsize=8192)  # key exclusions ask for "all but these few characters" over and over
+def _encode_set(key: tuple[tuple[int, int], ...]) -> str | None:
+    r = list(key)
     banned: Ranges = [(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0xD800, 0xDFFF)]
     raw = _intersect(r, _complement(banned))
     alts: list[str] = []
@@ -137,7 +142,7 @@ def encode_set(r: Ranges) -> str | None:
     escapes: list[str] = []
     if shorts:
         escapes.append(shorts[0] if len(shorts) == 1 else "[" + "".join(shorts) + "]")
-    controls = [cp for cp in range(0x20) if _contains(r, cp)]
+    controls = [cp for lo, hi in r if lo < 0x20 for cp in range(lo, min(hi, 0x1F) + 1)]
     if len(controls) == 0x20:
         escapes.append(f"u00[01]{_HEXD}")
     else:
