@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -63,17 +64,67 @@ class _Lru(OrderedDict[Any, Any]):
                 self.popitem(last=False)
 
 
-_SHARED_LIMIT = 1024
+_SHARED_BYTES = 128 << 20  # per vocabulary: root walks shared by every grammar
+_SHARED_WALKERS = 16  # per vocabulary: dense root walkers (a few MB each)
 _shared_lock = threading.Lock()
 
 
-def _shared_entries(vocab: Vocabulary) -> tuple[OrderedDict[Any, Any], threading.Lock]:
-    """The per-vocabulary cache of root walks (kept on the vocabulary, freed with it)."""
+class _SharedWalks:
+    """The per-vocabulary caches every grammar shares (kept on the vocabulary, freed with it): root
+    walks keyed by (terminal DFA, state, greedy), LRU within a byte budget, and dense root walkers."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.entries: OrderedDict[Any, tuple[Any, int]] = OrderedDict()
+        self.nbytes = 0
+        self.walkers: OrderedDict[bytes, RootWalk | None] = OrderedDict()
+
+    def get(self, key: Any) -> Any:
+        with self.lock:
+            got = self.entries.get(key)
+            if got is None:
+                return None
+            self.entries.move_to_end(key)
+            return got[0]
+
+    def put(self, key: Any, value: Any, nbytes: int) -> None:
+        with self.lock:
+            old = self.entries.pop(key, None)
+            if old is not None:
+                self.nbytes -= old[1]
+            self.entries[key] = (value, nbytes)
+            self.nbytes += nbytes
+            while self.nbytes > _SHARED_BYTES and len(self.entries) > 1:
+                self.nbytes -= self.entries.popitem(last=False)[1][1]
+
+    def walker(self, key: bytes, make: Callable[[], RootWalk | None]) -> RootWalk | None:
+        with self.lock:
+            if key in self.walkers:
+                self.walkers.move_to_end(key)
+                return self.walkers[key]
+        got = make()
+        with self.lock:
+            self.walkers[key] = got
+            while len(self.walkers) > _SHARED_WALKERS:
+                self.walkers.popitem(last=False)
+        return got
+
+
+def _shared_walks(vocab: Vocabulary) -> _SharedWalks:
     with _shared_lock:
-        got: tuple[OrderedDict[Any, Any], threading.Lock] | None = vocab.__dict__.get("_cfg_root_walks")
+        got: _SharedWalks | None = vocab.__dict__.get("_cfg_root_walks")
         if got is None:
-            got = vocab.__dict__["_cfg_root_walks"] = (OrderedDict(), threading.Lock())
+            got = vocab.__dict__["_cfg_root_walks"] = _SharedWalks()
     return got
+
+
+def _nbytes(x: Any) -> int:
+    """The bytes of the numpy arrays inside nested tuples and lists (a cache entry's weight)."""
+    if isinstance(x, np.ndarray):
+        return int(x.nbytes)
+    if isinstance(x, (tuple, list)):
+        return sum(_nbytes(y) for y in x) + 64
+    return 16
 
 
 class CompiledCfg(CompiledGrammar):
@@ -237,13 +288,10 @@ class CompiledCfg(CompiledGrammar):
         t = lex.term_list[q]
         off = lex.offset[t]
         key = (lex.dfa_key(t), q - off, lex.greedy[t])
-        cache, lock = _shared_entries(self.vocab)
-        with lock:
-            hit = cache.get(key)
-            if hit is not None:
-                cache.move_to_end(key)
+        shared_walks = _shared_walks(self.vocab)
+        hit = shared_walks.get(key)
         if hit is None:
-            rw = self._root_walk(t, key[0], cache, lock)
+            rw = shared_walks.walker(key[0], lambda: self._make_root_walk(t))
             if rw is not None and not rw.broad[q - off]:
                 rw = None
             empty = self.walker.empty
@@ -259,10 +307,7 @@ class CompiledCfg(CompiledGrammar):
                 inside, closes = rw.walk(q - off, lex.greedy[t])
                 hit = (shared(inside),
                        [(lq, None, shared(at), (fn, fb, aft)) for lq, at, fn, fb, aft in closes])
-            with lock:
-                cache[key] = hit
-                while len(cache) > _SHARED_LIMIT:
-                    cache.popitem(last=False)
+            shared_walks.put(key, hit, _nbytes(hit))
         inside_w, groups = hit
         e = self.walker.empty
         out = Entry(e if inside_w is None else inside_w, [])
@@ -277,24 +322,16 @@ class CompiledCfg(CompiledGrammar):
             out.groups.append(g)
         return out
 
-    def _root_walk(self, t: int, dkey: bytes, cache: OrderedDict[Any, Any],
-                   lock: threading.Lock) -> RootWalk | None:
-        """The dense root walker of terminal ``t`` if some of its states are broad (per vocabulary)."""
-        key = ("dense", dkey)
-        with lock:
-            got = cache.get(key, False)
-        if got is False:
-            dfa = self.lex.dfas[t]
-            got = None
-            broad = broad_states(self.vocab, dfa)
-            if broad.any():
-                off = self.lex.offset[t]
-                reaccept = np.zeros(dfa.n_states, dtype=bool)
-                reaccept[1:] = self.lex.reaccept[off + 1 : off + dfa.n_states]
-                got = RootWalk(self.vocab, dfa, reaccept, broad)
-            with lock:
-                cache[key] = got
-        return got  # type: ignore[no-any-return]
+    def _make_root_walk(self, t: int) -> RootWalk | None:
+        """The dense root walker of terminal ``t`` if some of its states are broad."""
+        dfa = self.lex.dfas[t]
+        broad = broad_states(self.vocab, dfa)
+        if not broad.any():
+            return None
+        off = self.lex.offset[t]
+        reaccept = np.zeros(dfa.n_states, dtype=bool)
+        reaccept[1:] = self.lex.reaccept[off + 1 : off + dfa.n_states]
+        return RootWalk(self.vocab, dfa, reaccept, broad)
 
     def _walk(self, e: EarleySet, ent: Entry) -> tuple[tuple[Words, ...], int]:
         """Mask words whose union is the legal set below ``ent`` for parser state ``e``, and how deep

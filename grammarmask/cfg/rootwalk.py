@@ -64,17 +64,19 @@ def broad_states(vocab: Vocabulary, dfa: DFA) -> npt.NDArray[np.bool_]:
     return broad
 
 
-def _token_nodes(vocab: Vocabulary) -> I64:
-    """``out[t]``: the vocabulary-trie node of token ``t`` (the sentinel ``n_nodes`` for ids with no
-    node: special, empty and padding), cached on the vocabulary."""
-    got: I64 | None = vocab.__dict__.get("_cfg_token_nodes")
+def _trie_arrays(vocab: Vocabulary) -> tuple[I64, I64, npt.NDArray[np.intp], I64]:
+    """The vocabulary trie's parents, level bounds and bytes as index arrays, and each token id's node
+    (the sentinel ``n_nodes`` for ids with none: special, empty, padding); cached on the vocabulary."""
+    got: tuple[I64, I64, npt.NDArray[np.intp], I64] | None = vocab.__dict__.get("_cfg_trie_arrays")
     if got is None:
         trie = vocab.trie
         n = int(trie.byte.shape[0])
-        got = np.full(vocab.n_words * 32, n, dtype=np.int64)
+        tok_node = np.full(vocab.n_words * 32, n, dtype=np.int64)
         counts = (trie.tok_hi - trie.tok_lo).astype(np.int64)
-        got[trie.tokens.astype(np.int64)] = np.repeat(np.arange(n), counts)
-        vocab.__dict__["_cfg_token_nodes"] = got
+        tok_node[trie.tokens.astype(np.int64)] = np.repeat(np.arange(n), counts)
+        parent, level_lo = trie.parent.astype(np.int64), trie.level_lo.astype(np.int64)
+        got = (parent, level_lo, trie.byte.astype(np.intp), tok_node)
+        vocab.__dict__["_cfg_trie_arrays"] = got
     return got
 
 
@@ -91,7 +93,6 @@ class RootWalk:
         self.n_bits = vocab.n_words * 32
         tr = np.asarray(dfa.transitions, dtype=np.int32)
         cols, inv = np.unique(tr.T, axis=0, return_inverse=True)
-        trie = vocab.trie
         self.by_class = cols.shape[0] <= _MAX_CLASSES
         if self.by_class:
             self.ct = class_trie(vocab, inv.reshape(-1), int(cols.shape[0]))
@@ -103,13 +104,10 @@ class RootWalk:
             n = min(self.n_bits, self.ct.tok_node.shape[0])
             tok_node[:n] = self.ct.tok_node[:n]
             self.tok_node = tok_node
-            self.trie_byte = trie.byte.astype(np.int64)
+            self.trie_byte = _trie_arrays(vocab)[2]
         else:
             self.table = tr
-            self.parent = trie.parent.astype(np.int64)
-            self.level_lo = trie.level_lo.astype(np.int64)
-            self.label = trie.byte.astype(np.intp)
-            self.tok_node = _token_nodes(vocab)
+            self.parent, self.level_lo, self.label, self.tok_node = _trie_arrays(vocab)
         self.n_nodes = int(self.parent.shape[0])
         self._real: tuple[I64, I64] | None = None
 
@@ -182,7 +180,7 @@ class RootWalk:
         ptr, real = self._real
         lo, hi = ptr[rows], ptr[rows + 1]
         nodes = real[_ranges(lo, hi)]
-        return nodes, self.trie_byte[nodes], np.repeat(after.astype(np.int64), hi - lo)
+        return nodes, self.trie_byte[nodes].astype(np.int64), np.repeat(after.astype(np.int64), hi - lo)
 
     def _pack(self, bits: npt.NDArray[np.bool_]) -> Words:
         words: Words = np.packbits(bits, bitorder="little").view(np.uint32)
