@@ -80,10 +80,15 @@ def _merge(t: IntArray, rows: IdArray, src: IntArray) -> None:
     t[rows] = np.where(block != 0, block, src)
 
 
+# pair states the products of one pattern may create before the subset construction takes over
+_PRODUCT_BUDGET = 256
+
+
 class _Composer:
     def __init__(self, charset: Any, max_rows: int) -> None:
         self.charset = charset  # (op, av, flags) -> minimal DFA of one character
         self.a = _Arena(max_rows)
+        self.product_budget = _PRODUCT_BUDGET
 
     # ---- leaves ----
     def chain(self, data: bytes) -> _Frag:
@@ -194,6 +199,8 @@ class _Composer:
     def product(self, x: _Frag, y: _Frag, lo: int) -> _Frag:
         """The union by pairs; a pair with one side dead is that side's own state (no copy)."""
         a = self.a
+        if self.product_budget <= 0:
+            raise _Fail  # many overlapping alternatives: pairwise products grow quadratic
         acc_x, acc_y = set(x.acc.tolist()), set(y.acc.tolist())
         index: dict[tuple[int, int], int] = {}
         todo: list[tuple[int, int]] = []
@@ -204,6 +211,7 @@ class _Composer:
             s = index.get((p, q))
             if s is None:
                 s = index[(p, q)] = a.alloc(1)
+                self.product_budget -= 1
                 todo.append((p, q))
             return s
 

@@ -96,7 +96,10 @@ def _cached(pattern: str, flags: int, max_states: int) -> DFA:
         raise GrammarError(
             f"pattern too large: its repetitions expand to more than {nfa.max_states} characters"
         )
-    raw = direct_dfa(tree, flags, _charset_dfa_of, min(_COMPOSE_ROWS, 20 * max_states))
+    # the composer wins where the subset construction pays per copy of a long counted repetition;
+    # elsewhere (wide alternations: tries, number ranges) the subset construction is as fast or faster
+    raw = direct_dfa(tree, flags, _charset_dfa_of, min(_COMPOSE_ROWS, 20 * max_states)) if (
+        _max_count(tree) >= 16) else None
     if raw is not None:  # composed without a subset construction (see .direct)
         return _check_size(minimize(DFA(*raw)), max_states)
     start, final = nfa.new_state(), nfa.new_state()
@@ -149,6 +152,20 @@ def _weight(seq: Any, cap: int) -> int:
         if total > cap:
             return total
     return total
+
+
+def _max_count(seq: Any) -> int:
+    """The largest repetition count (bounded or not) anywhere in a parse tree."""
+    best = 0
+    for op, av in seq:
+        if op is C.BRANCH:
+            best = max([best, *(_max_count(alt) for alt in av[1])])
+        elif op is C.SUBPATTERN:
+            best = max(best, _max_count(av[3]))
+        elif op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+            lo, hi, sub = av
+            best = max(best, lo, 0 if hi is C.MAXREPEAT else hi, _max_count(sub))
+    return best
 
 
 def _check_size(dfa: DFA, max_states: int) -> DFA:
