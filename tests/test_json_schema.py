@@ -680,7 +680,7 @@ def _matcher_accepts(compiled: Any, doc: Any) -> bool:
     return False
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(branches=st.lists(_branch(), min_size=1, max_size=3), kind=st.sampled_from(["oneOf", "not"]))
 def test_complements_are_exact(branches: list[dict[str, Any]], kind: str, small_vocab: Any) -> None:
     schema: dict[str, Any] = {"oneOf": branches} if kind == "oneOf" else {"not": branches[0]}
@@ -744,3 +744,29 @@ def test_decimal_multiple_of_schemas(schema: dict[str, Any], small_vocab: Any) -
         assert not gm_ok or valid, t  # sound
         if "." not in t or (abs(float(t)) < 1000 and len(t.split(".")[1].rstrip("0")) <= 2):
             assert gm_ok == valid, t  # exact in the enumerated region
+
+
+# ---- patternProperties past the key-set DFA limits: key intersection terminals ----------------------
+
+_PP = [
+    {"type": "object", "patternProperties": {"^[0-9a-z_-]{1,25}$": {"type": ["number", "boolean"]}},
+     "additionalProperties": False},
+    {"type": "object", "minProperties": 1, "patternProperties": {"^[a-z0-9_-]{0,25}$": {"type": "string"}}},
+    {"type": "object", "properties": {"ab": {"type": "null"}},
+     "patternProperties": {"^[a-b]{0,30}$": {"type": "string"}, "b{22}": {"maxLength": 1}},
+     "additionalProperties": {"type": "integer"}},
+]  # fmt: skip
+_PP_KEYS = ["a", "ab", "b" * 22, "b" * 23, "x", "a-b", "a" * 26, "a" * 31, "é", "", "A"]
+
+
+@pytest.mark.parametrize("schema", _PP)
+def test_pattern_properties_past_the_key_dfa_limit(schema: dict[str, Any], small_vocab: Any) -> None:
+    parser = lark.Lark(JsonSchema(schema, whitespace="compact").to_lark())
+    compiled = JsonSchema(schema, whitespace="compact").compile(small_vocab)
+    v = validator(schema)
+    for k in _PP_KEYS:
+        for val in (None, 1, "x", "yy", True):
+            doc = {k: val}
+            text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
+            assert parses(parser, text) == v.is_valid(doc), doc
+            assert _accepts(compiled, list(text.encode())) == v.is_valid(doc), doc

@@ -11,6 +11,10 @@ JSON text of the string, quotes included.
 - For grammarmask's own compile, the terminal's DFA is the product of the parts' DFAs (exact), built
   here and swapped into the CFG that ``lark_to_cfg`` loads from the same text with ``Pn`` alone.
 
+A part written ``!P`` (a quoted-string regex) is a complement: the strings NOT in ``P``, written
+``(?!P)`` for lark (``P`` ends at the closing quote, so the negative lookahead covers the whole string)
+and a difference automaton here. At least one part is positive.
+
 Products are refused (the caller raises ``UnsupportedSchemaError``) past ``MAX_STATES`` states.
 """
 
@@ -21,10 +25,16 @@ import functools
 import re
 from typing import Any
 
-from ...automata import DFA, product, regex_to_dfa
+import numpy as np
+import numpy.typing as npt
+
+from ...automata import DFA, minimize, product, regex_to_dfa
 from ...errors import GrammarError
 
-__all__ = ["MAX_STATES", "TooLarge", "compile_cfg", "intersection_dfa", "lark_regex", "terminal_name"]
+__all__ = [
+    "MAX_STATES", "TooLarge", "compile_cfg", "difference", "intersection_dfa", "lark_regex", "ordered",
+    "terminal_name",
+]  # fmt: skip
 
 MAX_STATES = 20_000
 _NAME = "ISECT"
@@ -46,21 +56,71 @@ def lark_regex(parts: tuple[str, ...]) -> str:
     A string part ends at its closing quote; a number part is followed by a character that cannot
     continue a number (a guard), so each lookahead covers the whole lexeme.
     """
-    look = [f"(?={p})" if p.startswith('"') else f"(?=(?:{p})(?![0-9.eE+-]))" for p in parts[:-1]]
-    return "".join(look) + parts[-1]
+    def one(p: str) -> str:
+        if p.startswith("!"):
+            return f"(?!{p[1:]})"
+        return f"(?={p})" if p.startswith('"') else f"(?=(?:{p})(?![0-9.eE+-]))"
+
+    return "".join(one(p) for p in parts[:-1]) + parts[-1]
+
+
+def ordered(parts: set[str]) -> tuple[str, ...]:
+    """The parts in a fixed order with a positive one last (the one lark consumes)."""
+    return tuple(sorted(parts, key=lambda p: (not p.startswith("!"), p)))
 
 
 @functools.lru_cache(maxsize=512)
 def intersection_dfa(parts: tuple[str, ...]) -> DFA:
     """The DFA of the intersection (exact); raises TooLarge past MAX_STATES states."""
     try:
-        dfas = sorted((regex_to_dfa(p, max_states=MAX_STATES) for p in parts), key=lambda d: d.n_states)
-        out = dfas[0]
-        for d in dfas[1:]:
+        pos = [regex_to_dfa(p, max_states=MAX_STATES) for p in parts if not p.startswith("!")]
+        neg = [regex_to_dfa(p[1:], max_states=MAX_STATES) for p in parts if p.startswith("!")]
+        pos.sort(key=lambda d: d.n_states)
+        out = pos[0]
+        for d in pos[1:]:
             out = product(out, d, max_states=MAX_STATES)
+        for d in neg:
+            out = difference(out, d, MAX_STATES)
     except GrammarError as e:  # too many states while determinising or in the product
         raise TooLarge(str(e)) from None
     return out
+
+
+def difference(a: DFA, b: DFA, limit: int) -> DFA:
+    """``L(a) - L(b)``: the pair automaton, alive while ``a`` is (``b`` may die), minimised."""
+    if a.start == 0:
+        return a
+    ca, _ = a.byte_classes()
+    cb, _ = b.byte_classes()
+    _, reps, classes = np.unique(ca.astype(np.int64) * 256 + cb, return_index=True, return_inverse=True)
+    ta = a.transitions[:, reps].astype(np.int64)
+    tb = b.transitions[:, reps].astype(np.int64)
+    nb = b.n_states
+    start = a.start * nb + b.start
+    ids: dict[int, int] = {0: 0, start: 1}
+    codes = [0, start]
+    rows: list[npt.NDArray[np.int64]] = [np.zeros((1, len(reps)), np.int64)]
+    frontier = np.array([start], dtype=np.int64)
+    while frontier.size:
+        nx = ta[frontier // nb]
+        nxt = nx * nb + tb[frontier % nb]
+        nxt[nx == 0] = 0
+        new = []
+        for c in np.unique(nxt).tolist():
+            if c not in ids:
+                ids[c] = len(codes)
+                codes.append(c)
+                new.append(c)
+        if len(codes) > limit:
+            raise TooLarge(f"more than {limit} states")
+        rows.append(nxt)
+        frontier = np.array(new, dtype=np.int64)
+    code_arr = np.array(codes, dtype=np.int64)
+    order = np.argsort(code_arr)
+    red = order[np.searchsorted(code_arr[order], np.concatenate(rows, axis=0))].astype(np.int32)
+    acc = a.accepting[code_arr // nb] & ~b.accepting[code_arr % nb]
+    acc[0] = False
+    return minimize(DFA(red[:, classes.reshape(-1)], acc, 1))
 
 
 def compile_cfg(text: str, parts: dict[str, tuple[str, ...]]) -> Any:

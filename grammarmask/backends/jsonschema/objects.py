@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 from jsonschema._utils import equal
 
-from ...errors import GrammarError
+from ...errors import GrammarError, UnsupportedSchemaError
+from .intersect import ordered
 from .keyset import KeySetTooLarge, key_regex
 from .keywords import is_trivial
-from .strings import key_not_in, literal, regex_terminal
+from .strings import NOTHING, key_not_in, literal, pattern_regex, regex_terminal
 
 if TYPE_CHECKING:
     from .compiler import Compiler
@@ -327,6 +328,23 @@ class ObjectBuilder:
         k_term = regex_terminal('"' + key_re + '"')
         return c.rule(f'{w} {k_term} {w} ":" {w} {val} {w}', "x")
 
+    def key_intersection(
+        self, match: list[str], avoid: list[str], taken: list[str], ptr: str, why: str
+    ) -> str | None:
+        """The keys (canonical JSON text) that ``re.search`` every pattern in ``match``, none in
+        ``avoid`` and are not ``taken``, as an intersection terminal (product automaton, intersect.py)
+        when the key-set DFA of ``keyset`` is too large; None if empty or refused."""
+        c = self.c
+        try:
+            parts = {'"' + key_not_in(taken) + '"'}
+            parts |= {'"' + pattern_regex(p, ptr)[0] + '"' for p in match}
+            parts |= {'!"' + pattern_regex(p, ptr)[0] + '"' for p in avoid}
+        except UnsupportedSchemaError:
+            c.unsupported("patternProperties", ptr, f"these key sets are too complex ({why})")
+            return None
+        fallback = regex_terminal(NOTHING)
+        return c.scalars.intersection_terminal(ordered(parts), "patternProperties", ptr, fallback)
+
     def pattern_regions(
         self, pats: dict[str, Any], addl: Any, taken: list[str], ptr: str, resolver: Any
     ) -> str | None:
@@ -353,12 +371,10 @@ class ObjectBuilder:
             others = [p for p in names if p not in subset]
             try:
                 key_re = key_regex(subset, others, taken)
+                key_term = None if key_re is None else regex_terminal(chr(34) + key_re + chr(34))
             except (KeySetTooLarge, re.error, RecursionError) as e:
-                c.unsupported(
-                    "patternProperties", ptr, f"the key sets of these patterns are too complex ({e})"
-                )
-                return None
-            if key_re is None:
+                key_term = self.key_intersection(subset, others, taken, ptr, str(e))
+            if key_term is None:
                 continue
             kp = f"{ptr}/patternProperties" if subset else f"{ptr}/additionalProperties"
             val = (
@@ -368,9 +384,7 @@ class ObjectBuilder:
             )
             if val is None:
                 continue
-            members.append(
-                c.rule(f'{w} {regex_terminal(chr(34) + key_re + chr(34))} {w} ":" {w} {val} {w}', "x")
-            )
+            members.append(c.rule(f'{w} {key_term} {w} ":" {w} {val} {w}', "x"))
         if not members:
             return None
         return members[0] if len(members) == 1 else c.rule(" | ".join(members), "x")
