@@ -13,6 +13,7 @@ recognition ignores them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,26 +58,38 @@ class Cfg:
 
     def productive(self) -> set[int]:
         """Nonterminals that derive at least one terminal string."""
-        done: set[int] = set()
-        changed = True
-        while changed:
-            changed = False
-            for r in self.rules:
-                if r.lhs not in done and all(s < 0 or s in done for s in r.rhs):
-                    done.add(r.lhs)
-                    changed = True
-        return done
+        return self._closure(lambda s: s < 0)
 
     def nullable(self) -> set[int]:
         """Nonterminals that derive the empty string (terminals never match it)."""
+        return self._closure(lambda s: False)
+
+    def _closure(self, base: Callable[[int], bool]) -> set[int]:
+        """Least set of nonterminals ``lhs`` with a rule whose every symbol is in the set or ``base``
+        (a worklist: each rule is looked at once per symbol, not once per pass)."""
         done: set[int] = set()
-        changed = True
-        while changed:
-            changed = False
-            for r in self.rules:
-                if r.lhs not in done and all(s >= 0 and s in done for s in r.rhs):
-                    done.add(r.lhs)
-                    changed = True
+        waiting: dict[int, list[int]] = {}  # nonterminal -> rules with a pending occurrence of it
+        missing: list[int] = []
+        ready: list[int] = []
+        for i, r in enumerate(self.rules):
+            pending = [x for x in r.rhs if not base(x)]
+            if any(x < 0 for x in pending):  # a terminal that is not in the base: never completes
+                missing.append(-1)
+                continue
+            missing.append(len(pending))
+            for x in pending:
+                waiting.setdefault(x, []).append(i)
+            if not pending:
+                ready.append(r.lhs)
+        while ready:
+            n = ready.pop()
+            if n in done:
+                continue
+            done.add(n)
+            for i in waiting.get(n, ()):
+                missing[i] -= 1
+                if missing[i] == 0:
+                    ready.append(self.rules[i].lhs)
         return done
 
     def _error(self, message: str, name: str) -> GrammarError:
