@@ -38,16 +38,23 @@ Words = npt.NDArray[np.uint32]
 
 _ROOT_LIMIT = 4096
 _MASK_LIMIT = 2048
+_MASK_BYTES = 16 << 20  # per compiled grammar (a 131k-token mask row is 16 KB)
 _PARTS_LIMIT = 65536
-_COLLAPSE = 3
+_PARTS_BYTES = 32 << 20
+_COLLAPSE = 3  # a walk result with more distinct parts than this is stored as their union
 _NEED_MAX = 8  # deeper parser look-ups are memoised by the full signature
-_DEEP = 1 << 20  # a walk result with more distinct parts than this is stored as their union
+_DEEP = 1 << 20
 
 
 class _Lru(OrderedDict[Any, Any]):
-    def __init__(self, limit: int) -> None:
+    """A thread-safe LRU map bounded by entry count and by the bytes its values were put with."""
+
+    def __init__(self, limit: int, max_bytes: int | None = None) -> None:
         super().__init__()
         self.limit = limit
+        self.max_bytes = max_bytes
+        self.nbytes = 0
+        self.sizes: dict[Any, int] = {}
         self.lock = threading.Lock()
 
     def get_(self, key: Any) -> Any:
@@ -57,11 +64,21 @@ class _Lru(OrderedDict[Any, Any]):
                 self.move_to_end(key)
             return v
 
-    def put(self, key: Any, value: Any) -> None:
+    def put(self, key: Any, value: Any, nbytes: int = 0) -> None:
         with self.lock:
             self[key] = value
-            while len(self) > self.limit:
-                self.popitem(last=False)
+            self.nbytes += nbytes - self.sizes.get(key, 0)
+            self.sizes[key] = nbytes
+            while len(self) > self.limit or (self.max_bytes is not None and self.nbytes > self.max_bytes
+                                             and len(self) > 1):
+                old, _ = self.popitem(last=False)
+                self.nbytes -= self.sizes.pop(old, 0)
+
+    def clear(self) -> None:
+        with self.lock:
+            super().clear()
+            self.sizes.clear()
+            self.nbytes = 0
 
 
 _SHARED_BYTES = 128 << 20  # per vocabulary: root walks shared by every grammar
@@ -137,8 +154,8 @@ class CompiledCfg(CompiledGrammar):
         self.earley = EarleyGrammar(cfg)
         self.walker = TokenWalker(self.lex, vocab.trie, vocab.n_words)
         self._roots = _Lru(_ROOT_LIMIT)
-        self._masks = _Lru(_MASK_LIMIT)
-        self._parts = _Lru(_PARTS_LIMIT)
+        self._masks = _Lru(_MASK_LIMIT, _MASK_BYTES)
+        self._parts = _Lru(_PARTS_LIMIT, _PARTS_BYTES)
         self._needs: dict[int, list[int]] = {}
         #: the bytes some lexeme can start with, as an int bitset
         self._any_first = 0
@@ -250,7 +267,7 @@ class CompiledCfg(CompiledGrammar):
             for w in it:
                 np.bitwise_or(words, w, out=words)
             words.setflags(write=False)
-        self._masks.put(skey, words)
+        self._masks.put(skey, words, words.nbytes)
         return words
 
     # --- masks ----------------------------------------------------------------------------------
@@ -407,7 +424,7 @@ class CompiledCfg(CompiledGrammar):
         if need > _NEED_MAX:
             need = -1
         key = (e.sig if need < 0 else e.shallow_sig(need + 1), need, ent.serial)
-        self._parts.put(key, out)
+        self._parts.put(key, out, sum(w.nbytes for w in out))
         known = self._needs.setdefault(ent.serial, [])
         if need not in known:
             known.insert(0, need)
