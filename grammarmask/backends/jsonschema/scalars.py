@@ -45,6 +45,8 @@ class ScalarBuilder:
             if isinstance(b, float) and (b != b or b in (float("inf"), float("-inf"))):
                 raise GrammarError(f"at {ptr or '/'}: a numeric bound must be finite")
         m = s.get("multipleOf")
+        # 6.0 is an integer type from draft 6 on, and a multiple of 1 (6.0 % 1 == 0) in every draft
+        int_fraction = self.c.draft >= 6 or not integer
         if s.get("_nonint"):  # not an integer: NON_INTEGER, intersected with the bounds
             if m is not None:
                 self.c.unsupported("not", ptr, "'not integer' together with multipleOf")
@@ -71,7 +73,7 @@ class ScalarBuilder:
                     "a non-integer multipleOf other than 0.01 is not supported "
                     "(jsonschema checks it in floating point)",
                 )
-        r = number_regex(lo, lo_x, hi, hi_x, integer=integer, int_fraction=self.c.draft >= 6)
+        r = number_regex(lo, lo_x, hi, hi_x, integer=integer, int_fraction=int_fraction)
         if r is None:
             return self.c.empty(ptr, f"no number in the range {lo}..{hi}")
         dm = decimal_multiple_regex(m) if isinstance(m, float) else None
