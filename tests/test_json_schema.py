@@ -414,7 +414,8 @@ CASES: list[tuple[dict[str, Any], list[Any], list[Any]]] = [
         ["2020-02-01", "2020-01-32", "2020-01"],
     ),
     (  # a multiple of 1 in every draft (6000.0 % 1 == 0), though not an integer type in draft 4
-        {"$schema": "http://json-schema.org/draft-04/schema#", "type": "number", "multipleOf": 1, "maximum": 9e3},
+        {"$schema": "http://json-schema.org/draft-04/schema#", "type": "number", "multipleOf": 1,
+         "maximum": 9e3},
         [6000.0, 6000, 0],
         [6000.5, 9001, "x"],
     ),
