@@ -35,7 +35,7 @@ __all__ = ["CompiledGrammar", "Grammar", "Matcher", "ensure_compiled"]
 State = Any
 Words = npt.NDArray[np.uint32]
 
-_CACHE_LIMIT = 64  # compiled grammars kept per vocabulary (each with mask caches of up to ~48 MB)
+_CACHE_LIMIT = 32  # compiled grammars kept per vocabulary (each with mask caches of up to ~80 MB)
 
 
 class Grammar(ABC):

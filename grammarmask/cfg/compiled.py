@@ -40,7 +40,7 @@ _ROOT_LIMIT = 4096
 _MASK_LIMIT = 2048
 _MASK_BYTES = 16 << 20  # per compiled grammar (a 131k-token mask row is 16 KB)
 _PARTS_LIMIT = 65536
-_PARTS_BYTES = 32 << 20
+_PARTS_BYTES = 64 << 20
 _COLLAPSE = 3  # a walk result with more distinct parts than this is stored as their union
 _NEED_MAX = 8  # deeper parser look-ups are memoised by the full signature
 _DEEP = 1 << 20
@@ -419,12 +419,14 @@ class CompiledCfg(CompiledGrammar):
                 np.bitwise_or(words, w, out=words)
             words.setflags(write=False)
             out: tuple[Words, ...] = (words,)
+            nbytes = words.nbytes
         else:
             out = tuple(parts.values())
+            nbytes = 64  # rows owned by the lexer-level walks: only the tuple is new
         if need > _NEED_MAX:
             need = -1
         key = (e.sig if need < 0 else e.shallow_sig(need + 1), need, ent.serial)
-        self._parts.put(key, out, sum(w.nbytes for w in out))
+        self._parts.put(key, out, nbytes)
         known = self._needs.setdefault(ent.serial, [])
         if need not in known:
             known.insert(0, need)
