@@ -491,6 +491,7 @@ def test_bad_input_errors(schema: Any, fragment: str) -> None:
     ({"type": "number", "multipleOf": 0.1}, "multipleOf", ""),
     ({"oneOf": [{"type": "integer"}, {"multipleOf": 3}]}, "oneOf", ""),
     ({"type": "string", "format": "color"}, "format", ""),
+    ({"not": {"if": {"type": "string"}, "then": {"minLength": 2}}}, "not", ""),
     ({"items": {"$dynamicRef": "#x"}}, "$dynamicRef", "/items"),
 ])  # fmt: skip
 def test_unsupported_keywords_name_keyword_and_pointer(schema: Any, keyword: str, pointer: str) -> None:

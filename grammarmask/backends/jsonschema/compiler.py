@@ -510,6 +510,9 @@ class Compiler:
             raise GrammarError(f"at {ptr}/not: a schema must be an object or a boolean")
         n = normalize(n, self.draft)
         keys = {k for k in n if k in ENFORCED}
+        if any(k in REFUSED for k in n):  # e.g. not: {if, then}: its keys below would be empty
+            self.unsupported("not", ptr, f"'not' of {sorted(k for k in n if k in REFUSED)} is not supported")
+            return types
         if keys == {"anyOf"}:
             for i, x in enumerate(n["anyOf"]):
                 types = self.apply_not(x, types, excluded, s, f"{ptr}/not/anyOf/{i}", resolver)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from .formats import enforced_format
-from .keywords import ENFORCED, is_trivial
+from .keywords import ENFORCED, REFUSED, is_trivial
 
 __all__ = ["MAX_ALTERNATIVES", "complement"]
 
@@ -42,6 +42,8 @@ def complement(flat: Any, draft: int, flatten: Any, depth: int = 0) -> list[Any]
         return None
     out: list[Any] = []
     for k, v in flat.items():
+        if k in REFUSED or k.startswith("_"):  # if/then/else, merged anyOf groups, ...: no form
+            return None
         if k not in ENFORCED:
             continue
         alts = _keyword(k, v, flat, draft, flatten, depth)
