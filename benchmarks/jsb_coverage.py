@@ -37,9 +37,10 @@ BENCH = CORPUS / "json_schema" / "jsonschemabench"
 
 
 def schema_files() -> list[tuple[str, Path]]:
-    """(sub-dataset, path) of every schema in the sample, in a fixed order."""
+    """(sub-dataset, path) of every schema in the sample (or the sub-datasets in $JSB_SUBS)."""
+    only = set(filter(None, os.environ.get("JSB_SUBS", "").split(",")))
     out = []
-    for sub in sorted(p for p in BENCH.iterdir() if p.is_dir()):
+    for sub in sorted(p for p in BENCH.iterdir() if p.is_dir() and (not only or p.name in only)):
         out.extend((sub.name, f) for f in sorted(sub.glob("*.json")))
     return out
 
@@ -189,11 +190,12 @@ def table(gm_res: dict[int, dict[str, Any]], llg_res: dict[int, dict[str, Any]])
     tot = Counter[str]()
     for sub, ids in subs.items():
         g_err = [gm_res[i] for i in ids if gm_res.get(i, {}).get("status") != "ok"]
-        l_err = [llg_res[i] for i in ids if llg_res.get(i, {}).get("status") != "ok"]
+        l_err = [llg_res[i] for i in ids if i in llg_res and llg_res[i].get("status") != "ok"]
         kw = Counter(r.get("keyword", "?") for r in g_err)
         top = ", ".join(f"{k} {n}" for k, n in kw.most_common(4))
-        mark = " **" if len(g_err) > len(l_err) else ""
-        rows.append(f"| {sub} | {len(ids)} | {len(g_err)}{mark} | {len(l_err)} | {top} |")
+        mark = " **" if llg_res and len(g_err) > len(l_err) else ""
+        l_txt = str(len(l_err)) if llg_res else "-"
+        rows.append(f"| {sub} | {len(ids)} | {len(g_err)}{mark} | {l_txt} | {top} |")
         tot["n"] += len(ids)
         tot["g"] += len(g_err)
         tot["l"] += len(l_err)
@@ -211,17 +213,24 @@ def main() -> None:
     ap.add_argument("--no-llg", action="store_true", help="grammarmask only")
     ap.add_argument("--json", type=Path, help="write the per-schema results here")
     ap.add_argument("--list", action="store_true", help="list every grammarmask refusal")
+    ap.add_argument("--subs", default="", help="comma list of sub-datasets (default: all)")
     args = ap.parse_args()
     if args.worker == "gm":
         return _gm_worker(args.skip, args.full)
     if args.worker == "llg":
         return _llg_worker(args.skip)
 
+    if args.subs:
+        os.environ["JSB_SUBS"] = args.subs  # inherited by the workers
     gm_res = run("gm", sys.executable, args.timeout, args.full)
     llg_res = {} if args.no_llg else run("llg", args.llg_python, args.timeout, False)
     print(f"JSONSchemaBench sample, {len(gm_res)} schemas; timeout {args.timeout:.0f} s per compile\n")
     print(table(gm_res, llg_res))
     print("\n(** = more refusals than llguidance)")
+    secs = sorted(r.get("secs", 0.0) for r in gm_res.values())
+    if secs:
+        what = "compile on tekken" if args.full else "to_lark"
+        print(f"\ngrammarmask {what}: p50 {secs[len(secs) // 2]:.3f} s, max {secs[-1]:.2f} s")
     slow = [r for r in list(gm_res.values()) + list(llg_res.values()) if r.get("keyword") == "timeout"]
     if slow:
         print("\nTimeouts: " + ", ".join(f"{r['sub']}/{r['id']}" for r in slow))
