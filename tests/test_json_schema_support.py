@@ -64,11 +64,11 @@ class RegexSampler:
         tree = self.cache.get(pattern)
         if tree is None:
             tree = self.cache[pattern] = P.parse(pattern)
-        if not any(op is C.ASSERT for op, _ in tree):
+        if not any(op in (C.ASSERT, C.ASSERT_NOT) for op, _ in tree):
             out: list[str] = []
             return "".join(out) if self._seq(tree, out) else None
-        # (?=A)(?=B)C, an intersection terminal (each part a whole string): sample one part, keep
-        # the strings that re says match the whole pattern
+        # (?=A)(?!B)C, an intersection terminal (each part a whole string): sample one positive part,
+        # keep the strings that re says match the whole pattern
         parts = [tree] + [av[1] for op, av in tree if op is C.ASSERT]
         for _ in range(300):
             out = []
