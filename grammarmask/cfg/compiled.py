@@ -152,7 +152,7 @@ class CompiledCfg(CompiledGrammar):
         self.vocab = vocab
         self.lex = LexerTables(cfg)
         self.earley = EarleyGrammar(cfg)
-        self.walker = TokenWalker(self.lex, vocab.trie, vocab.n_words)
+        self.walker = TokenWalker(self.lex, vocab)
         self._roots = _Lru(_ROOT_LIMIT)
         self._masks = _Lru(_MASK_LIMIT, _MASK_BYTES)
         self._parts = _Lru(_PARTS_LIMIT, _PARTS_BYTES)
