@@ -16,6 +16,7 @@ what exists after the vocabulary is loaded, as a server would at startup (see do
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -27,6 +28,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from grammarmask import index  # noqa: E402
 from grammarmask.backends.gbnf import Gbnf  # noqa: E402
 from grammarmask.backends.lark import Lark  # noqa: E402
 from grammarmask.loaders import mistral_tokenizer  # noqa: E402
@@ -170,7 +172,6 @@ def main() -> None:
     vocab = Vocabulary.from_mistral(tok)
     _ = vocab.trie
     if args.gc_freeze:
-        import gc
 
         gc.collect()
         gc.freeze()
@@ -197,7 +198,11 @@ def main() -> None:
             if checker is not None:
                 for d in docs:
                     checker.parse(d)
-            vocab.__dict__.pop("_cfg_root_walks", None)  # cold: drop the per-vocabulary shared walks too
+            # cold: drop the per-vocabulary shared walks and class tries too (the trie's index arrays
+            # stay: they are vocabulary preprocessing, made once per tokenizer)
+            vocab.__dict__.pop("_cfg_root_walks", None)
+            index._TRIE_CACHE.pop(vocab, None)
+            gc.collect()  # the previous grammar's mask rows go with it (they are shared weakly)
             t0 = time.perf_counter()
             g = load(name)
             compiled = g._compile(vocab)  # fresh: bypass the content cache
