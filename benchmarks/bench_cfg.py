@@ -172,7 +172,6 @@ def main() -> None:
     vocab = Vocabulary.from_mistral(tok)
     _ = vocab.trie
     if args.gc_freeze:
-
         gc.collect()
         gc.freeze()
     print(f"vocabulary: tekken {vocab.size} tokens, load + trie {time.perf_counter() - t0:.2f} s (apart)")
