@@ -777,3 +777,20 @@ def test_pattern_properties_past_the_key_dfa_limit(schema: dict[str, Any], small
             text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
             assert parses(parser, text) == v.is_valid(doc), doc
             assert _accepts(compiled, list(text.encode())) == v.is_valid(doc), doc
+
+
+def test_one_of_disjointness_reads_unnormalised_property_types() -> None:
+    # A property's {"type": "integer"} was read as the "types" i, n, t, e, g, r: disjoint from
+    # everything, so these overlapping branches were taken as disjoint and {"a": 1} (both match) passed.
+    schema = {"oneOf": [{"properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                        {"type": "object", "properties": {"a": {"maxLength": 1}}, "required": ["a"]}]}
+    parser = lark.Lark(JsonSchema(schema).to_lark(), parser="earley", lexer="dynamic")
+    validator = jsonschema.Draft202012Validator(schema)
+    for doc in [{"a": 1}, {"a": "x"}, 3, {"a": "xy"}, {"b": 1}]:
+        text = json.dumps(doc)
+        try:
+            parser.parse(text)
+            accepted = True
+        except lark.exceptions.LarkError:
+            accepted = False
+        assert accepted == validator.is_valid(doc), text

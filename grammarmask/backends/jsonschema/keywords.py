@@ -88,6 +88,8 @@ def normalize(s: Schema, draft: int) -> Schema:
 
 def types_of(s: dict[str, Any]) -> set[str]:
     t = s.get("type")
+    if isinstance(t, str):  # a schema not normalized yet (a property's, say): "integer" is one type
+        t = [t]
     out = set(ALL_TYPES) if t is None else set(t)
     if "number" in out:
         out.add("integer")
