@@ -103,7 +103,9 @@ class Compiler:
         self.long: dict[tuple[int, int], str] = {}
         self.chunks: dict[tuple[int, int], str] = {}
         self.isect: dict[str, tuple[str, ...]] = {}  # intersection terminals: name -> parts
-        self.ws = "" if whitespace == "compact" else "_W?"
+        # One nullable rule, not `_W?` inline: lark expands every `x?` in a rule into two alternatives,
+        # so k optional gaps made 2^k alternatives (2,053 rules for one schema, 9 with the rule).
+        self.ws = "" if whitespace == "compact" else "_ws"
         if whitespace == "compact":
             self.ws_def = ""
         elif indent is not None:
@@ -124,7 +126,7 @@ class Compiler:
         lines += [f"{name}: {body}" for name, body in self.rules.items()]
         lines += [f"{name}: {regex_terminal(lark_regex(parts))}" for name, parts in self.isect.items()]
         if self.ws_def:
-            lines.append(self.ws_def)
+            lines += ["_ws: _W?", self.ws_def]
         return "\n".join(lines) + "\n"
 
     def unsupported(self, keyword: str, pointer: str, why: str) -> None:
