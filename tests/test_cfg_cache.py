@@ -69,9 +69,16 @@ def test_cached_masks_equal_fresh_masks(name: str, tekken: Any, tekken_tokenizer
     assert checked >= 10
 
 
-def test_root_walks_shared_between_grammars_are_translated() -> None:
+@pytest.mark.parametrize("walk", ["pruned", "dense-class-trie", "dense-byte-trie"])
+def test_shared_root_walks_are_translated(walk: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # Both grammars use common.lark's ESCAPED_STRING and SIGNED_NUMBER, at different state offsets.
+    # A small vocabulary makes no lexeme state "broad"; the dense variants make every state broad.
+    from grammarmask.cfg import rootwalk
     from grammarmask.testing import byte_vocabulary
+
+    if walk != "pruned":
+        monkeypatch.setattr(rootwalk, "_BROAD_TOKENS", -1)
+        monkeypatch.setattr(rootwalk, "_MAX_CLASSES", 256 if walk == "dense-class-trie" else 0)
 
     extra = [b'"a', b'b"', b'", "', b'12', b'-3.5', b'"}', b'":', b"  ", b'\\"']
     a = Lark('start: "<" (ESCAPED_STRING | SIGNED_NUMBER)+ ">"\n%import common.ESCAPED_STRING\n'
@@ -87,3 +94,34 @@ def test_root_walks_shared_between_grammars_are_translated() -> None:
             m_shared.advance(ch + 1)
             m_alone.advance(ch + 1)
         assert m_shared.mask() == m_alone.mask(), text
+
+
+def test_caches_stay_within_their_byte_budgets_and_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Tiny budgets evict all the time; the masks must not change, and the caches must stay bounded.
+    from grammarmask.cfg import compiled as cc
+    from grammarmask.testing import byte_vocabulary
+
+    extra = [b'"a', b'b"', b'", "', b'12', b'-3.5', b'"}', b'":', b"  ", b'\\"', b"true", b"nu"]
+    g = Lark.from_file(os.path.join(GRAMMARS, "json.lark"))
+    text = b'{"a": [1, -2.5, "x\\"y", true, null], "b": {"c": "nu"}}'
+    m = g._compile(byte_vocabulary(extra)).matcher()
+    want = []
+    for ch in text:
+        want.append(m.mask())
+        m.advance(ch + 1)
+
+    monkeypatch.setattr(cc, "_SHARED_BYTES", 4096)
+    monkeypatch.setattr(cc, "_MASK_BYTES", 256)
+    monkeypatch.setattr(cc, "_PARTS_BYTES", 256)
+    vocab = byte_vocabulary(extra)
+    tight = g._compile(vocab)
+    for _ in range(2):  # the second pass meets evicted and surviving entries alike
+        m = tight.matcher()
+        for ch, mask in zip(text, want):
+            assert m.mask() == mask, text
+            m.advance(ch + 1)
+    shared = vocab.__dict__["_cfg_root_walks"]
+    assert shared.nbytes <= 4096 or len(shared.entries) == 1
+    assert tight._masks.nbytes <= 256 or len(tight._masks) == 1
+    assert len(tight._masks) < len(text)  # it did evict
+    assert tight._parts.nbytes <= 256 or len(tight._parts) == 1
