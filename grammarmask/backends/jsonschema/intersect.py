@@ -25,14 +25,11 @@ import functools
 import re
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-
-from ...automata import DFA, minimize, product, regex_to_dfa
+from ...automata import DFA, difference, product, regex_to_dfa
 from ...errors import GrammarError
 
 __all__ = [
-    "MAX_STATES", "TooLarge", "compile_cfg", "difference", "intersection_dfa", "lark_regex", "ordered",
+    "MAX_STATES", "TooLarge", "compile_cfg", "intersection_dfa", "lark_regex", "ordered",
     "terminal_name",
 ]  # fmt: skip
 
@@ -80,47 +77,10 @@ def intersection_dfa(parts: tuple[str, ...]) -> DFA:
         for d in pos[1:]:
             out = product(out, d, max_states=MAX_STATES)
         for d in neg:
-            out = difference(out, d, MAX_STATES)
+            out = difference(out, d, max_states=MAX_STATES)
     except GrammarError as e:  # too many states while determinising or in the product
         raise TooLarge(str(e)) from None
     return out
-
-
-def difference(a: DFA, b: DFA, limit: int) -> DFA:
-    """``L(a) - L(b)``: the pair automaton, alive while ``a`` is (``b`` may die), minimised."""
-    if a.start == 0:
-        return a
-    ca, _ = a.byte_classes()
-    cb, _ = b.byte_classes()
-    _, reps, classes = np.unique(ca.astype(np.int64) * 256 + cb, return_index=True, return_inverse=True)
-    ta = a.transitions[:, reps].astype(np.int64)
-    tb = b.transitions[:, reps].astype(np.int64)
-    nb = b.n_states
-    start = a.start * nb + b.start
-    ids: dict[int, int] = {0: 0, start: 1}
-    codes = [0, start]
-    rows: list[npt.NDArray[np.int64]] = [np.zeros((1, len(reps)), np.int64)]
-    frontier = np.array([start], dtype=np.int64)
-    while frontier.size:
-        nx = ta[frontier // nb]
-        nxt = nx * nb + tb[frontier % nb]
-        nxt[nx == 0] = 0
-        new = []
-        for c in np.unique(nxt).tolist():
-            if c not in ids:
-                ids[c] = len(codes)
-                codes.append(c)
-                new.append(c)
-        if len(codes) > limit:
-            raise TooLarge(f"more than {limit} states")
-        rows.append(nxt)
-        frontier = np.array(new, dtype=np.int64)
-    code_arr = np.array(codes, dtype=np.int64)
-    order = np.argsort(code_arr)
-    red = order[np.searchsorted(code_arr[order], np.concatenate(rows, axis=0))].astype(np.int32)
-    acc = a.accepting[code_arr // nb] & ~b.accepting[code_arr % nb]
-    acc[0] = False
-    return minimize(DFA(red[:, classes.reshape(-1)], acc, 1))
 
 
 def compile_cfg(text: str, parts: dict[str, tuple[str, ...]]) -> Any:
