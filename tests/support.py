@@ -6,6 +6,8 @@ import os
 import random
 from pathlib import Path
 
+from grammarmask.automata import DFA
+
 _TOP = [
     "Technology",
     "Sports",
@@ -96,3 +98,24 @@ def _corpus_dir() -> Path:
 
 
 CORPUS = _corpus_dir()
+
+
+def isomorphic(a: DFA, b: DFA) -> bool:
+    """Two minimal trimmed DFAs accept the same language iff they are isomorphic."""
+    if a.n_states != b.n_states or (a.start == 0) != (b.start == 0):
+        return False
+    m = {0: 0, a.start: b.start}
+    todo = [a.start]
+    while todo:
+        x = todo.pop()
+        y = m[x]
+        if a.accepting[x] != b.accepting[y]:
+            return False
+        for u, v in zip(a.transitions[x].tolist(), b.transitions[y].tolist(), strict=True):
+            if u in m:
+                if m[u] != v:
+                    return False
+            else:
+                m[u] = v
+                todo.append(u)
+    return True

@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from grammarmask.automata import DFA, minimize, regex
 from grammarmask.automata.direct import direct_dfa
 
+from .support import isomorphic
+
 ALPHABET = ["a", "b", '"', "\\", "é", "ę", "中", "\U0001f600", "\n"]
 
 _atoms = st.sampled_from(
@@ -48,27 +50,6 @@ def _nfa_path(pattern: str) -> DFA:
         return regex._cached.__wrapped__(pattern, 0, regex.DEFAULT_MAX_STATES)
     finally:
         regex.direct_dfa = saved
-
-
-def isomorphic(a: DFA, b: DFA) -> bool:
-    """Two minimal trimmed DFAs accept the same language iff they are isomorphic."""
-    if a.n_states != b.n_states or (a.start == 0) != (b.start == 0):
-        return False
-    m = {0: 0, a.start: b.start}
-    todo = [a.start]
-    while todo:
-        x = todo.pop()
-        y = m[x]
-        if a.accepting[x] != b.accepting[y]:
-            return False
-        for u, v in zip(a.transitions[x].tolist(), b.transitions[y].tolist(), strict=True):
-            if u in m:
-                if m[u] != v:
-                    return False
-            else:
-                m[u] = v
-                todo.append(u)
-    return True
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -17,26 +17,7 @@ from grammarmask.backends.json_schema import JsonSchema
 from grammarmask.backends.jsonschema.strings import key_not_in, key_not_in_dfa, regex_terminal
 from grammarmask.errors import GrammarError
 
-
-def isomorphic(a: DFA, b: DFA) -> bool:
-    """Two minimal trimmed DFAs accept the same language iff they are isomorphic."""
-    if a.n_states != b.n_states or (a.start == 0) != (b.start == 0):
-        return False
-    m = {0: 0, a.start: b.start}
-    todo = [a.start]
-    while todo:
-        x = todo.pop()
-        y = m[x]
-        if a.accepting[x] != b.accepting[y]:
-            return False
-        for u, v in zip(a.transitions[x].tolist(), b.transitions[y].tolist(), strict=True):
-            if u in m:
-                if m[u] != v:
-                    return False
-            else:
-                m[u] = v
-                todo.append(u)
-    return True
+from .support import isomorphic
 
 # characters with every kind of JSON text: raw, short escapes, \u00XX controls, "/" (raw or \/),
 # multi-byte UTF-8 sharing lead bytes, U+2028 (raw in JSON, a line terminator in ECMA regexes)
