@@ -19,8 +19,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ..automata import DFA
-from ..index import class_trie
+from ..index import _ranges, class_trie
 from ..vocab import Vocabulary
+from .walk import trie_arrays
 
 __all__ = ["RootWalk", "broad_states"]
 
@@ -29,12 +30,6 @@ Words = npt.NDArray[np.uint32]
 
 _BROAD_TOKENS = 8192  # a lexeme state whose first bytes start more tokens than this walks densely
 _MAX_CLASSES = 12  # more classes compress the trie too little to pay for building a class trie
-
-
-def _ranges(lo: I64, hi: I64) -> I64:
-    lens = hi - lo
-    starts = np.repeat(lo - (np.cumsum(lens) - lens), lens)
-    return starts + np.arange(int(lens.sum()))  # type: ignore[no-any-return]
 
 
 #: a close: (closing state, mask words of the tokens ending exactly there, the frontier's
@@ -64,22 +59,6 @@ def broad_states(vocab: Vocabulary, dfa: DFA) -> npt.NDArray[np.bool_]:
     return broad
 
 
-def _trie_arrays(vocab: Vocabulary) -> tuple[I64, I64, npt.NDArray[np.intp], I64]:
-    """The vocabulary trie's parents, level bounds and bytes as index arrays, and each token id's node
-    (the sentinel ``n_nodes`` for ids with none: special, empty, padding); cached on the vocabulary."""
-    got: tuple[I64, I64, npt.NDArray[np.intp], I64] | None = vocab.__dict__.get("_cfg_trie_arrays")
-    if got is None:
-        trie = vocab.trie
-        n = int(trie.byte.shape[0])
-        tok_node = np.full(vocab.n_words * 32, n, dtype=np.int64)
-        counts = (trie.tok_hi - trie.tok_lo).astype(np.int64)
-        tok_node[trie.tokens.astype(np.int64)] = np.repeat(np.arange(n), counts)
-        parent, level_lo = trie.parent.astype(np.int64), trie.level_lo.astype(np.int64)
-        got = (parent, level_lo, trie.byte.astype(np.intp), tok_node)
-        vocab.__dict__["_cfg_trie_arrays"] = got
-    return got
-
-
 class RootWalk:
     """Dense walks from the root for one terminal DFA (local states; see the module docstring)."""
 
@@ -99,15 +78,17 @@ class RootWalk:
             self.table = np.ascontiguousarray(cols.T)  # table[s, c]: the state after a byte of class c
             self.parent = self.ct.parent
             self.level_lo = self.ct.level_lo
-            self.label = self.ct.cls.astype(np.intp)
+            self.label = self.ct.cls.astype(np.int64)
             tok_node = np.full(self.n_bits, self.ct.n_nodes, dtype=np.int64)
             n = min(self.n_bits, self.ct.tok_node.shape[0])
             tok_node[:n] = self.ct.tok_node[:n]
             self.tok_node = tok_node
-            self.trie_byte = _trie_arrays(vocab)[2]
+            self.trie_byte = trie_arrays(vocab).byte
         else:
             self.table = tr
-            self.parent, self.level_lo, self.label, self.tok_node = _trie_arrays(vocab)
+            ta = trie_arrays(vocab)
+            self.parent, self.level_lo, self.label = ta.parent, ta.level_lo, ta.byte
+            self.tok_node = ta.tok_node
         self.n_nodes = int(self.parent.shape[0])
         self._real: tuple[I64, I64] | None = None
 
@@ -171,7 +152,7 @@ class RootWalk:
     def _real_rows(self, rows: I64, after: npt.NDArray[np.int32]) -> tuple[I64, I64, I64]:
         """Vocabulary-trie nodes, their bytes and shadow states for frontier ``rows`` of this trie."""
         if not self.by_class:
-            return rows, self.label[rows].astype(np.int64), after.astype(np.int64)
+            return rows, self.label[rows], after.astype(np.int64)
         ct = self.ct
         if self._real is None:  # CSR: class node -> vocabulary-trie nodes (made on first use)
             counts = np.bincount(ct.of_trie, minlength=ct.n_nodes)
@@ -180,7 +161,7 @@ class RootWalk:
         ptr, real = self._real
         lo, hi = ptr[rows], ptr[rows + 1]
         nodes = real[_ranges(lo, hi)]
-        return nodes, self.trie_byte[nodes].astype(np.int64), np.repeat(after.astype(np.int64), hi - lo)
+        return nodes, self.trie_byte[nodes], np.repeat(after.astype(np.int64), hi - lo)
 
     def _pack(self, bits: npt.NDArray[np.bool_]) -> Words:
         words: Words = np.packbits(bits, bitorder="little").view(np.uint32)

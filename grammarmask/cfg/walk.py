@@ -22,6 +22,7 @@ import hashlib
 import itertools
 import threading
 import weakref
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -29,7 +30,7 @@ import numpy.typing as npt
 from ..vocab import Vocabulary
 from .lexer import LexerTables
 
-__all__ = ["Entry", "Frontier", "Group", "TokenWalker"]
+__all__ = ["Entry", "Frontier", "Group", "TokenWalker", "TrieArrays", "trie_arrays"]
 
 Words = npt.NDArray[np.uint32]
 I64 = npt.NDArray[np.int64]
@@ -95,14 +96,36 @@ class Entry:
         self.serial = next(_serials)
 
 
-def _trie_arrays(vocab: Vocabulary) -> tuple[I64, I64, I64, I64, I64, I64]:
-    """The trie arrays a walk indexes with, as int64 (made once per vocabulary)."""
-    got: tuple[I64, I64, I64, I64, I64, I64] | None = vocab.__dict__.get("_cfg_walk_arrays")
+class TrieArrays(NamedTuple):
+    """The vocabulary trie (``vocab.TokenTrie``) as int64 index arrays, made once per vocabulary;
+    ``tok_node[t]`` is token ``t``'s node, or the sentinel ``n_nodes`` for ids with none (special,
+    empty, padding)."""
+
+    child_lo: I64
+    child_hi: I64
+    byte: I64
+    tok_lo: I64
+    tok_hi: I64
+    tokens: I64
+    parent: I64
+    level_lo: I64
+    tok_node: I64
+
+
+def trie_arrays(vocab: Vocabulary) -> TrieArrays:
+    """The vocabulary's :class:`TrieArrays` (cached on the vocabulary)."""
+    got: TrieArrays | None = vocab.__dict__.get("_cfg_trie_arrays")
     if got is None:
         t = vocab.trie
-        as64 = [a.astype(np.int64) for a in (t.child_lo, t.child_hi, t.byte, t.tok_lo, t.tok_hi, t.tokens)]
-        got = (as64[0], as64[1], as64[2], as64[3], as64[4], as64[5])
-        vocab.__dict__["_cfg_walk_arrays"] = got
+        n = int(t.byte.shape[0])
+        tok_node = np.full(vocab.n_words * 32, n, dtype=np.int64)
+        tok_node[t.tokens.astype(np.int64)] = np.repeat(np.arange(n), (t.tok_hi - t.tok_lo).astype(np.int64))
+        i64 = np.int64
+        got = vocab.__dict__["_cfg_trie_arrays"] = TrieArrays(
+            t.child_lo.astype(i64), t.child_hi.astype(i64), t.byte.astype(i64), t.tok_lo.astype(i64),
+            t.tok_hi.astype(i64), t.tokens.astype(i64), t.parent.astype(i64), t.level_lo.astype(i64),
+            tok_node,
+        )
     return got
 
 
@@ -127,7 +150,9 @@ class TokenWalker:
         self.table = lex.table
         self.acc = lex.accepting
         self.reaccept = np.asarray(lex.reaccept, dtype=bool)
-        self.child_lo, self.child_hi, self.byte, self.tok_lo, self.tok_hi, self.tokens = _trie_arrays(vocab)
+        ta = trie_arrays(vocab)
+        self.child_lo, self.child_hi, self.byte = ta.child_lo, ta.child_hi, ta.byte
+        self.tok_lo, self.tok_hi, self.tokens = ta.tok_lo, ta.tok_hi, ta.tokens
         self._rows, self._rows_lock = _shared_rows(vocab)
         self.empty = np.zeros(self.n_words, dtype=np.uint32)
         self.empty.setflags(write=False)
