@@ -121,7 +121,7 @@ def test_caches_stay_within_their_byte_budgets_and_exact(monkeypatch: pytest.Mon
             assert m.mask() == mask, text
             m.advance(ch + 1)
     shared = vocab.__dict__["_cfg_root_walks"]
-    assert shared.nbytes <= 4096 or len(shared.entries) == 1
+    assert shared.entries.nbytes <= 4096 or len(shared.entries) == 1
     assert tight._masks.nbytes <= 256 or len(tight._masks) == 1
     assert len(tight._masks) < len(text)  # it did evict
     assert tight._parts.nbytes <= 256 or len(tight._parts) == 1

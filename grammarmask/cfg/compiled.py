@@ -14,6 +14,7 @@ to the parser once per close group.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -67,6 +68,7 @@ class _Lru(OrderedDict[Any, Any]):
     def put(self, key: Any, value: Any, nbytes: int = 0) -> None:
         with self.lock:
             self[key] = value
+            self.move_to_end(key)
             self.nbytes += nbytes - self.sizes.get(key, 0)
             self.sizes[key] = nbytes
             while len(self) > self.limit or (self.max_bytes is not None and self.nbytes > self.max_bytes
@@ -92,27 +94,8 @@ class _SharedWalks:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.entries: OrderedDict[Any, tuple[Any, int]] = OrderedDict()
-        self.nbytes = 0
+        self.entries = _Lru(sys.maxsize, _SHARED_BYTES)
         self.walkers: OrderedDict[bytes, RootWalk | None] = OrderedDict()
-
-    def get(self, key: Any) -> Any:
-        with self.lock:
-            got = self.entries.get(key)
-            if got is None:
-                return None
-            self.entries.move_to_end(key)
-            return got[0]
-
-    def put(self, key: Any, value: Any, nbytes: int) -> None:
-        with self.lock:
-            old = self.entries.pop(key, None)
-            if old is not None:
-                self.nbytes -= old[1]
-            self.entries[key] = (value, nbytes)
-            self.nbytes += nbytes
-            while self.nbytes > _SHARED_BYTES and len(self.entries) > 1:
-                self.nbytes -= self.entries.popitem(last=False)[1][1]
 
     def walker(self, key: bytes, make: Callable[[], RootWalk | None]) -> RootWalk | None:
         with self.lock:
@@ -306,7 +289,7 @@ class CompiledCfg(CompiledGrammar):
         off = lex.offset[t]
         key = (lex.dfa_key(t), q - off, lex.greedy[t])
         shared_walks = _shared_walks(self.vocab)
-        hit = shared_walks.get(key)
+        hit = shared_walks.entries.get_(key)
         if hit is None:
             rw = shared_walks.walker(key[0], lambda: self._make_root_walk(t))
             if rw is not None and not rw.broad[q - off]:
@@ -324,7 +307,7 @@ class CompiledCfg(CompiledGrammar):
                 inside, closes = rw.walk(q - off, lex.greedy[t])
                 hit = (shared(inside),
                        [(lq, None, shared(at), (fn, fb, aft)) for lq, at, fn, fb, aft in closes])
-            shared_walks.put(key, hit, _nbytes(hit))
+            shared_walks.entries.put(key, hit, _nbytes(hit))
         inside_w, groups = hit
         e = self.walker.empty
         out = Entry(e if inside_w is None else inside_w, [])
