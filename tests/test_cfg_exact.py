@@ -69,29 +69,10 @@ def _check(name: str, prefix: bytes, compiled: object = None) -> None:
         pytest.fail(f"{name}: after {prefix!r}: wrongly legal {extra}, wrongly illegal {missing}")
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_mask_matches_oracle_on_every_short_prefix(name: str) -> None:
-    m = CASES[name][3]
+def _check_every_short_prefix(name: str, compiled: object = None) -> None:
+    """:func:`_check` at every viable prefix of length <= m (and its one-byte dead extensions)."""
+    _, _, _, m, _ = CASES[name]
     oracle, _, _, alpha = _setup(name)
-    checked = 0
-    for n in range(m + 1):
-        for p in itertools.product(alpha, repeat=n):
-            prefix = "".join(p).encode()
-            if oracle.viable(prefix[:-1]) or not prefix:
-                _check(name, prefix)
-                checked += 1
-    assert checked > m
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_vectorised_walks_match_oracle(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Small vocabularies take the plain-Python walk paths; force the numpy ones instead.
-    from grammarmask.cfg import walk
-
-    monkeypatch.setattr(walk, "_SMALL", 0)
-    text, alpha, _, m, _ = CASES[name]
-    oracle, vocab, _, _ = _setup(name)
-    compiled = Lark(text)._compile(vocab)  # fresh: no walk cached by the plain-Python paths
     checked = 0
     for n in range(m + 1):
         for p in itertools.product(alpha, repeat=n):
@@ -100,6 +81,21 @@ def test_vectorised_walks_match_oracle(name: str, monkeypatch: pytest.MonkeyPatc
                 _check(name, prefix, compiled)
                 checked += 1
     assert checked > m
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_mask_matches_oracle_on_every_short_prefix(name: str) -> None:
+    _check_every_short_prefix(name)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_vectorised_walks_match_oracle(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Small vocabularies take the plain-Python walk paths; force the numpy ones instead.
+    from grammarmask.cfg import walk
+
+    monkeypatch.setattr(walk, "_SMALL", 0)
+    _, vocab, _, _ = _setup(name)
+    _check_every_short_prefix(name, Lark(CASES[name][0])._compile(vocab))  # fresh: no walk cached yet
 
 
 @pytest.mark.parametrize("by_class", [True, False], ids=["class-trie", "byte-trie"])
@@ -110,19 +106,9 @@ def test_dense_root_walks_match_oracle(name: str, by_class: bool, monkeypatch: p
 
     monkeypatch.setattr(rootwalk, "_BROAD_TOKENS", -1)
     monkeypatch.setattr(rootwalk, "_MAX_CLASSES", 256 if by_class else 0)
-    text, alpha, _, m, _ = CASES[name]
     _, shared_vocab, _, _ = _setup(name)
     vocab = Vocabulary.from_tokens(list(shared_vocab.token_bytes), eos_token_id=0)  # no shared walks
-    compiled = Lark(text)._compile(vocab)
-    oracle = _setup(name)[0]
-    checked = 0
-    for n in range(m + 1):
-        for p in itertools.product(alpha, repeat=n):
-            prefix = "".join(p).encode()
-            if oracle.viable(prefix[:-1]) or not prefix:
-                _check(name, prefix, compiled)
-                checked += 1
-    assert checked > m
+    _check_every_short_prefix(name, Lark(CASES[name][0])._compile(vocab))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

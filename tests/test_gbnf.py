@@ -45,9 +45,8 @@ def _regex_vocab(alpha: str) -> Vocabulary:
     return Vocabulary.from_tokens(toks, eos_token_id=0)
 
 
-@settings(max_examples=80, deadline=None)
-@given(name=st.sampled_from(sorted(REGULAR)), data=st.data())
-def test_regular_gbnf_masks_match_a_regex_oracle(name: str, data: st.DataObject) -> None:
+def _walk_against_regex(name: str, data: st.DataObject) -> None:
+    """Six random steps through ``REGULAR[name]``, each mask equal to the regex oracle's."""
     text, pattern, alpha = REGULAR[name]
     rx = regex.compile(pattern)
     vocab = _regex_vocab(alpha)
@@ -71,6 +70,12 @@ def test_regular_gbnf_masks_match_a_regex_oracle(name: str, data: st.DataObject)
         out += vocab.token_bytes[t]
 
 
+@settings(max_examples=80, deadline=None)
+@given(name=st.sampled_from(sorted(REGULAR)), data=st.data())
+def test_regular_gbnf_masks_match_a_regex_oracle(name: str, data: st.DataObject) -> None:
+    _walk_against_regex(name, data)
+
+
 @settings(max_examples=40, deadline=None)
 @given(name=st.sampled_from(sorted(REGULAR)), by_class=st.booleans(), data=st.data())
 def test_non_greedy_terminals_in_dense_root_walks(name: str, by_class: bool, data: st.DataObject) -> None:
@@ -78,24 +83,10 @@ def test_non_greedy_terminals_in_dense_root_walks(name: str, by_class: bool, dat
     # root walk (on a class trie or on the byte trie) computes them, and compare with the oracle.
     from grammarmask.cfg import rootwalk
 
-    text, pattern, alpha = REGULAR[name]
-    rx = regex.compile(pattern)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(rootwalk, "_BROAD_TOKENS", -1)
         mp.setattr(rootwalk, "_MAX_CLASSES", 256 if by_class else 0)
-        vocab = _regex_vocab(alpha)
-        m = Gbnf(text).compile(vocab).matcher()
-        out = b""
-        for _ in range(6):
-            want = reference_mask(lambda b: rx.fullmatch(b, partial=True) is not None, vocab, out,
-                                  is_complete=lambda b: rx.fullmatch(b) is not None)
-            assert m.mask() == want, (name, out)
-            legal = [t for t in want.token_ids().tolist() if t != 0]
-            if not legal:
-                break
-            t = data.draw(st.sampled_from(legal))
-            m.advance(t)
-            out += vocab.token_bytes[t]
+        _walk_against_regex(name, data)
 
 
 def test_recursive_gbnf_matches_lark_on_every_short_prefix() -> None:
