@@ -96,6 +96,46 @@ def test_shared_root_walks_are_translated(walk: str, monkeypatch: pytest.MonkeyP
         assert m_shared.mask() == m_alone.mask(), text
 
 
+def test_edited_root_walks_equal_full_walks_on_tekken(tekken: Any, tekken_tokenizer: Any,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # Keys other than the declared names: every key prefix is a new state of the exclusion DFA, walked
+    # as an edit of an earlier full walk; the masks must equal those of full walks only.
+    from grammarmask.backends.json_schema import JsonSchema
+    from grammarmask.cfg import rootwalk
+
+    names = ["warrior", "druid", "deathknight", "demonhunter", "priest"]
+    schema = {"type": "object", "properties": {k: {"type": "boolean"} for k in names},
+              "additionalProperties": {"type": "string"}}
+    doc = '{"warrior": false, "druid": true, "dragon": "x", "deathkni": "y", "de": "", "priests": "z"}'
+    ids = list(tekken_tokenizer.encode(doc, bos=False, eos=False))
+    edits = 0
+    plain = rootwalk.RootWalk._diff_walk
+
+    def counted(self: Any, base: Any, q: int) -> Any:
+        nonlocal edits
+        got = plain(self, base, q)
+        edits += got is not None
+        return got
+
+    monkeypatch.setattr(rootwalk.RootWalk, "_diff_walk", counted)
+
+    def masks() -> list[Mask]:
+        tekken.__dict__.pop("_cfg_root_walks", None)  # no walk shared with earlier tests
+        m = JsonSchema(schema)._compile(tekken).matcher()
+        out = []
+        for t in ids:
+            out.append(m.mask())
+            m.advance(t)
+        return out
+
+    with monkeypatch.context() as mp:
+        mp.setattr(rootwalk, "_BASES", 0)
+        full = masks()
+    assert edits == 0
+    assert masks() == full
+    assert edits >= 5
+
+
 def test_caches_stay_within_their_byte_budgets_and_exact(monkeypatch: pytest.MonkeyPatch) -> None:
     # Tiny budgets evict all the time; the masks must not change, and the caches must stay bounded.
     from grammarmask.cfg import compiled as cc

@@ -98,14 +98,21 @@ def test_vectorised_walks_match_oracle(name: str, monkeypatch: pytest.MonkeyPatc
     _check_every_short_prefix(name, Lark(CASES[name][0])._compile(vocab))  # fresh: no walk cached yet
 
 
+@pytest.mark.parametrize("edits", [False, True], ids=["full", "edited"])
 @pytest.mark.parametrize("by_class", [True, False], ids=["class-trie", "byte-trie"])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_dense_root_walks_match_oracle(name: str, by_class: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Only big vocabularies make lexeme states "broad"; make every state broad, on either trie.
+def test_dense_root_walks_match_oracle(name: str, by_class: bool, edits: bool,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # Only big vocabularies make lexeme states "broad"; make every state broad, on either trie, and
+    # compute each walk in full or (whenever a full walk of the terminal exists) as an edit of one.
     from grammarmask.cfg import rootwalk
 
     monkeypatch.setattr(rootwalk, "_BROAD_TOKENS", -1)
     monkeypatch.setattr(rootwalk, "_MAX_CLASSES", 256 if by_class else 0)
+    if edits:
+        monkeypatch.setattr(rootwalk, "_DIFF_SHARE", 1)
+    else:
+        monkeypatch.setattr(rootwalk, "_BASES", 0)
     _, shared_vocab, _, _ = _setup(name)
     vocab = Vocabulary.from_tokens(list(shared_vocab.token_bytes), eos_token_id=0)  # no shared walks
     _check_every_short_prefix(name, Lark(CASES[name][0])._compile(vocab))

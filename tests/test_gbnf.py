@@ -77,15 +77,18 @@ def test_regular_gbnf_masks_match_a_regex_oracle(name: str, data: st.DataObject)
 
 
 @settings(max_examples=40, deadline=None)
-@given(name=st.sampled_from(sorted(REGULAR)), by_class=st.booleans(), data=st.data())
-def test_non_greedy_terminals_in_dense_root_walks(name: str, by_class: bool, data: st.DataObject) -> None:
+@given(name=st.sampled_from(sorted(REGULAR)), by_class=st.booleans(), edits=st.booleans(), data=st.data())
+def test_non_greedy_terminals_in_dense_root_walks(name: str, by_class: bool, edits: bool,
+                                                  data: st.DataObject) -> None:
     # GBNF terminals are non-greedy (no shadows); make every lexeme state "broad" so that the dense
-    # root walk (on a class trie or on the byte trie) computes them, and compare with the oracle.
+    # root walk (on a class trie or on the byte trie, in full or as an edit of an earlier full walk)
+    # computes them, and compare with the oracle.
     from grammarmask.cfg import rootwalk
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(rootwalk, "_BROAD_TOKENS", -1)
         mp.setattr(rootwalk, "_MAX_CLASSES", 256 if by_class else 0)
+        mp.setattr(rootwalk, "_DIFF_SHARE" if edits else "_BASES", 1 if edits else 0)
         _walk_against_regex(name, data)
 
 
