@@ -25,6 +25,7 @@ from .jsonschema.keywords import canonical
 __all__ = ["JsonSchema", "SchemaWarning"]
 
 _WHITESPACE = ("flexible", "compact")
+_ORDERS = ("declared", "any")
 _TEXT_CACHE: OrderedDict[str, tuple[str, tuple[str, ...], dict[str, tuple[str, ...]]]] = OrderedDict()
 _TEXT_LOCK = threading.Lock()
 _TEXT_CACHE_LIMIT = 256
@@ -49,9 +50,13 @@ class JsonSchema(Grammar):
     strict
         ``True``: a keyword that cannot be enforced raises ``UnsupportedSchemaError`` naming it and
         its JSON pointer. ``False``: a :class:`SchemaWarning` is emitted and the keyword is skipped.
-
-    Properties are produced in the order the schema declares them; further members (allowed by
-    ``additionalProperties``/``patternProperties``) follow the declared ones.
+    property_order
+        ``"declared"`` (default): properties in the order the schema declares them, further members
+        (``additionalProperties``/``patternProperties``) after the declared ones. ``"any"``: an
+        object's members in any order (const/enum objects too); an object whose required and
+        ``dependentRequired`` keys are too many to track (more than 2^10 states) is refused
+        (``UnsupportedSchemaError``, keyword ``properties``) or, with ``strict=False``, kept in
+        declared order with a warning.
 
     Raises
     ------
@@ -70,6 +75,7 @@ class JsonSchema(Grammar):
         max_ws: int = 16,
         indent: int | None = None,
         strict: bool = True,
+        property_order: str = "declared",
     ) -> None:
         if isinstance(schema, (str, bytes)):
             try:
@@ -84,12 +90,20 @@ class JsonSchema(Grammar):
             raise GrammarError(f"a JSON Schema must be an object or a boolean, got {type(schema).__name__}")
         if whitespace not in _WHITESPACE:
             raise GrammarError(f"whitespace must be one of {_WHITESPACE}, got {whitespace!r}")
+        if property_order not in _ORDERS:
+            raise GrammarError(f"property_order must be one of {_ORDERS}, got {property_order!r}")
         if not isinstance(max_ws, int) or isinstance(max_ws, bool) or max_ws < 1:
             raise GrammarError(f"max_ws must be a positive integer, got {max_ws!r}")
         if indent is not None and (not isinstance(indent, int) or isinstance(indent, bool) or indent < 1):
             raise GrammarError(f"indent must be a positive integer or None, got {indent!r}")
         self.schema = schema
-        self.options = {"whitespace": whitespace, "max_ws": max_ws, "indent": indent, "strict": bool(strict)}
+        self.options = {
+            "whitespace": whitespace,
+            "max_ws": max_ws,
+            "indent": indent,
+            "strict": bool(strict),
+            "property_order": property_order,
+        }
         try:
             self._key = canonical([schema, self.options])
         except (TypeError, ValueError) as e:
@@ -107,12 +121,20 @@ class JsonSchema(Grammar):
         max_ws: int = 16,
         indent: int | None = None,
         strict: bool = True,
+        property_order: str = "declared",
     ) -> JsonSchema:
         """The schema of a pydantic (v2) model class, via ``model.model_json_schema()``."""
         getter = getattr(model, "model_json_schema", None)
         if getter is None:
             raise GrammarError(f"{model!r} is not a pydantic v2 model class (no model_json_schema)")
-        return cls(getter(), whitespace=whitespace, max_ws=max_ws, indent=indent, strict=strict)
+        return cls(
+            getter(),
+            whitespace=whitespace,
+            max_ws=max_ws,
+            indent=indent,
+            strict=strict,
+            property_order=property_order,
+        )
 
     def __repr__(self) -> str:
         return f"JsonSchema(<{len(self._key)} chars>, whitespace={self.options['whitespace']!r})"
@@ -136,6 +158,7 @@ class JsonSchema(Grammar):
                     max_ws=int(str(opts["max_ws"])),
                     indent=indent if isinstance(indent, int) else None,
                     strict=bool(opts["strict"]),
+                    property_order=str(opts["property_order"]),
                 )
                 hit = (compiler.to_lark(), tuple(compiler.warnings), dict(compiler.isect))
                 with _TEXT_LOCK:

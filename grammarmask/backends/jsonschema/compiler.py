@@ -72,12 +72,20 @@ class Compiler:
     """One compilation: a root schema and the whitespace options, producing Lark grammar text."""
 
     def __init__(
-        self, root: Schema, *, whitespace: str, max_ws: int, indent: int | None, strict: bool
+        self,
+        root: Schema,
+        *,
+        whitespace: str,
+        max_ws: int,
+        indent: int | None,
+        strict: bool,
+        property_order: str = "declared",
     ) -> None:
         if not isinstance(root, (dict, bool)):
             raise GrammarError(f"a JSON Schema must be an object or a boolean, got {type(root).__name__}")
         self.root = root
         self.strict = strict
+        self.any_order = property_order == "any"
         self.draft = _draft(root)
         self.validator_cls = validator_for(root, default=jsonschema.Draft202012Validator)
         meta = self.validator_cls.META_SCHEMA
@@ -576,6 +584,8 @@ class Compiler:
         if isinstance(v, dict):
             if not v:
                 return f'"{{" {w} "}}"'
+            if self.any_order and len(v) > 1:
+                return self.objects.literal_object(v)
             members = f' {w} "," {w} '.join(
                 f'{regex_terminal(chr(34) + literal(k) + chr(34))} {w} ":" {w} {self.literal(x)}'
                 for k, x in v.items()

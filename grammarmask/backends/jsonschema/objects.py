@@ -3,6 +3,8 @@
 An object is its declared properties in schema order (each present or, if optional, skipped)
 followed by any further members the schema allows; an array is its items by position. Counting
 keywords (``minProperties``, ``maxItems``, ``minContains``, ...) become a counter in the state.
+With ``property_order="any"`` an object's members come in any order: the state is the set of
+tracked declared keys already present plus a capped member count (``ObjectBuilder.any_order``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ if TYPE_CHECKING:
 __all__ = ["ObjectBuilder"]
 
 MAX_STATES = 20000
+# property_order="any": the set of tracked keys is the state, so it costs 2^t states; past this the
+# object is refused (strict) or kept in declared order. Tracking every declared key (no key twice)
+# is done when that costs at most DEDUPE_STATES.
+ANY_MAX_STATES = 1024
+DEDUPE_STATES = 32
 State = Hashable
 
 
@@ -52,15 +59,18 @@ class ObjectBuilder:
         trans: Callable[[State], list[tuple[str, State]]],
         accept: Callable[[State], bool],
         hint: str,
+        limit: int = MAX_STATES,
     ) -> str | None:
-        """Rules for the sequences accepted from ``start``: an expression, "" (empty only) or None."""
+        """Rules for the sequences accepted from ``start``: an expression, "" (empty only) or None.
+
+        Raises OverflowError past ``limit`` states."""
         edges: dict[State, list[tuple[str, State]]] = {}
         todo = [start]
         while todo:
             st = todo.pop()
             if st in edges:
                 continue
-            if len(edges) > MAX_STATES:
+            if len(edges) > limit:
                 raise OverflowError
             edges[st] = trans(st)
             todo += [n for _, n in edges[st] if n not in edges]
@@ -255,6 +265,37 @@ class ObjectBuilder:
             k_term = regex_terminal('"' + literal(key) + '"')
             members.append((c.rule(f'{w} {k_term} {w} ":" {w} {val} {w}', "m"), req, key))
         extra = self.extras(pats, addl, pnames, declared + forbidden, ptr, resolver)
+        alts = []
+        if lo == 0 and not any(req for _, req, _ in members):
+            alts.append(f'"{{" {w} "}}"')
+        body = None
+        ordered_ok = not c.any_order or len(members) + (extra is not None) <= 1
+        if not ordered_ok:
+            try:
+                body = self.any_order(members, extra, lo, hi, deps, involved)
+            except OverflowError:
+                c.unsupported(
+                    "properties", ptr, "too many required/dependentRequired keys for property_order='any'"
+                )
+                ordered_ok = True  # strict=False: declared order, with the warning
+        if ordered_ok:
+            body = self.declared_order(members, extra, lo, hi, deps, involved, ptr)
+        if body:
+            alts.append(f'"{{" {body} "}}"')
+        return " | ".join(alts) if alts else c.empty(ptr, "no object fits the property constraints")
+
+    def declared_order(
+        self,
+        members: list[tuple[str, bool, str]],
+        extra: str | None,
+        lo: int,
+        hi: int | None,
+        deps: dict[str, list[str]],
+        involved: list[str],
+        ptr: str,
+    ) -> str | None:
+        """The members in declared order, then further members: an expression, "" or None."""
+        c = self.c
         n = len(members)
         # d counts declared members, e further members. json.loads keeps one of duplicate keys, and
         # further keys may repeat, so only one further member counts towards minProperties.
@@ -287,16 +328,94 @@ class ObjectBuilder:
             return bool(i == n and d + min(e, 1) >= lo and d + e > 0 and needed(present) <= present)
 
         try:
-            body = self.machine((0, 0, 0, frozenset()), trans, accept, "o")
+            return self.machine((0, 0, 0, frozenset()), trans, accept, "o")
         except OverflowError:
             c.unsupported("maxProperties", ptr, "too many counting states for this object")
             return None
-        alts = []
-        if lo == 0 and not any(req for _, req, _ in members):
-            alts.append(f'"{{" {w} "}}"')
-        if body:
-            alts.append(f'"{{" {body} "}}"')
-        return " | ".join(alts) if alts else c.empty(ptr, "no object fits the property constraints")
+
+    def any_order(
+        self,
+        members: list[tuple[str, bool, str]],
+        extra: str | None,
+        lo: int,
+        hi: int | None,
+        deps: dict[str, list[str]],
+        involved: list[str],
+    ) -> str | None:
+        """The members in any order, further members interleaved: an expression, "" or None.
+
+        State ``(present, k, x)``: ``present`` is a bit set of the tracked declared keys emitted
+        (a tracked key never comes twice), ``k`` the member count (capped at ``maxProperties``, else
+        at 1: is a separator due), ``x`` whether a further member came (only when counting).
+
+        Untracked declared keys may repeat. That is sound: ``json.loads`` keeps the last of
+        duplicate keys and every occurrence's value was validated against that key's schema, so
+        the kept value validates, and the key is present either way. Counting keywords count
+        distinct keys, so an untracked key is one that none of them needs to see: ``required`` and
+        ``dependentRequired`` keys are always tracked; ``maxProperties`` bounds the number of
+        members written (at least the number of distinct keys; equal for ``json.dumps`` output,
+        which has no duplicates); when ``minProperties`` exceeds the required count every declared
+        key is tracked and, as in declared order, further members count once (they may repeat).
+        Raises OverflowError past ``ANY_MAX_STATES`` states.
+        """
+        keys = [k for _, _, k in members]
+        req = {k for _, r, k in members if r}
+        counting = lo > len(req)
+        if counting or 2 ** len(keys) <= max(DEDUPE_STATES, 2 ** len(req | set(involved))):
+            tracked = list(keys)
+        else:
+            tracked = [k for k in keys if k in req or k in involved]
+        bits = {k: 1 << i for i, k in enumerate([*tracked, *(k for k in involved if k not in tracked)])}
+        need_all = sum(bits[k] for k in req)
+        # a present trigger needs its targets (a target that cannot have a value has a bit never set)
+        needs = [(bits[k], sum(bits[t] for t in deps[k] if t in bits)) for k in deps if k in tracked]
+        own = [(m, bits[k]) for m, _, k in members if k in tracked]
+        free = [m for m, _, k in members if k not in tracked]
+        if extra is not None and not counting:
+            free.append(extra)
+        free_rule = (free[0] if len(free) == 1 else self.c.rule(" | ".join(free), "f")) if free else None
+        cap = hi if hi is not None else 1
+
+        def trans(st: State) -> list[tuple[str, State]]:
+            present, k, x = cast(tuple[int, int, int], st)
+            if hi is not None and k >= hi:
+                return []
+            sep = '"," ' if k else ""
+            nk = min(k + 1, cap)
+            out: list[tuple[str, State]] = [
+                (sep + m, (present | b, nk, x)) for m, b in own if not present & b
+            ]
+            if free_rule is not None:
+                out.append((sep + free_rule, (present, nk, x)))
+            if counting and extra is not None:
+                out.append((sep + extra, (present, nk, 1)))
+            return out
+
+        def accept(st: State) -> bool:
+            present, k, x = cast(tuple[int, int, int], st)
+            if k == 0 or present & need_all != need_all:
+                return False
+            if any(present & b and present & t != t for b, t in needs):
+                return False
+            return not counting or bin(present).count("1") + x >= lo
+
+        return self.machine((0, 0, 0), trans, accept, "o", ANY_MAX_STATES)
+
+    def literal_object(self, v: dict[str, Any]) -> str:
+        """A const/enum object with ``property_order="any"``: its members in any order, each once.
+
+        Past ``ANY_MAX_STATES`` (more than 10 keys) in written order (a documented narrowing)."""
+        c = self.c
+        w = c.ws
+        members = []
+        for k, x in v.items():
+            key = regex_terminal('"' + literal(k) + '"')
+            members.append((c.rule(f'{w} {key} {w} ":" {w} {c.literal(x)} {w}', "m"), True, k))
+        try:
+            body = self.any_order(members, None, 0, None, {}, [])
+        except OverflowError:
+            body = ' "," '.join(m for m, _, _ in members)
+        return c.rule(f'"{{" {body} "}}"', "l")
 
     def extras(
         self, pats: dict[str, Any], addl: Any, pnames: Any, taken: list[str], ptr: str, resolver: Any
