@@ -164,7 +164,7 @@ class RootWalk:
         # Frontier rows: the children of the nodes where the lexeme may close (never the root).
         par_state = s_all[self.parent[1:n]]
         rows = np.flatnonzero(self.acc[par_state]) + 1
-        rows, par_state, after = self._shadowed(rows, par_state[rows - 1], greedy)
+        rows, par_state, after = self._shadowed(rows, par_state[rows - 1], s_all[rows], greedy)
         tids = np.flatnonzero(self.acc[at_tok])
         got: _Walked = (self.reaccept[at_tok], rows, par_state, after, tids, at_tok[tids])
         self._bases = (_Base(q, greedy, s_all, got), *self._bases)[:_BASES]
@@ -228,23 +228,26 @@ class RootWalk:
         keep = ~parted[self.parent[b_rows]]
         closing = self.acc[SD]
         lo, hi = self.ch_lo[D[closing]], self.ch_hi[D[closing]]
-        rows, par, after = self._shadowed(_ranges(lo, hi), np.repeat(SD[closing], hi - lo), base.greedy)
+        rows = _ranges(lo, hi)
+        par = np.repeat(SD[closing], hi - lo)
+        rows, par, after = self._shadowed(rows, par, table[par, label[rows]], base.greedy)
         rows = np.concatenate([b_rows[keep], rows])
         order = np.argsort(rows, kind="stable")
         par = np.concatenate([b_par[keep], par])[order]
         after = np.concatenate([b_after[keep], after])[order]
         return inside, rows[order], par, after, tids, tid_state
 
-    def _shadowed(self, rows: I64, par_state: npt.NDArray[np.int32],
+    def _shadowed(self, rows: I64, par_state: npt.NDArray[np.int32], row_state: npt.NDArray[np.int32],
                   greedy: bool) -> tuple[I64, npt.NDArray[np.int32], npt.NDArray[np.int32]]:
-        """Frontier ``rows`` (children of closing nodes in ``par_state``) with their shadow states;
-        a greedy close drops the children where the shadow accepts again."""
+        """Frontier ``rows`` (children of closing nodes in ``par_state``; ``row_state``: the lexeme's
+        state at each row, read on from its parent) with their shadow states; a greedy close drops the
+        children where the shadow accepts again."""
         after = np.zeros(rows.size, dtype=np.int32)
         if not greedy:
             return rows, par_state, after
         re_, acc = self.reaccept, self.acc
         shadowed = np.flatnonzero(re_[par_state])
-        a = self.table[par_state[shadowed], self.label[rows[shadowed]]]
+        a = row_state[shadowed]  # a shadowing parent read on, so its row's state is the shadow's
         after[shadowed] = np.where(re_[a], a, 0)
         keep = np.ones(rows.size, dtype=bool)
         keep[shadowed[acc[a]]] = False
