@@ -38,11 +38,11 @@ def encode(tok: Any, data: Any) -> list[int]:
     return list(tok.encode(json.dumps(data, ensure_ascii=False), bos=False, eos=False))
 
 
-def compile_or_none(schema: Any, vocab: gm.Vocabulary) -> gm.CompiledGrammar | None:
+def compile_or_none(schema: Any, vocab: gm.Vocabulary, **options: Any) -> gm.CompiledGrammar | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            return JsonSchema(schema).compile(vocab)
+            return JsonSchema(schema, **options).compile(vocab)
     except GrammarError:
         return None
 
@@ -81,23 +81,49 @@ def test_suite_token_by_token_all(tekken_tokenizer: Any, tekken: gm.Vocabulary) 
     print(dict(stats))
 
 
+def test_any_order_accepts_a_reordered_instance(tekken_tokenizer: Any, tekken: gm.Vocabulary) -> None:
+    """Github_easy/o83258: a valid instance lists its keys in another order than the schema."""
+    data = json.loads((BENCH / "Github_easy" / "examples" / "o83258.json").read_text())
+    valid = [case["data"] for case in data["tests"] if case["valid"]]
+    declared = compile_or_none(data["schema"], tekken)
+    anyorder = compile_or_none(data["schema"], tekken, property_order="any")
+    assert declared is not None and anyorder is not None
+    ids = [encode(tekken_tokenizer, d) for d in valid]
+    assert not all(feed(declared, x) for x in ids)  # the declared order rejects one of them
+    assert all(feed(anyorder, x) for x in ids)
+    for case in data["tests"]:
+        if not case["valid"]:
+            assert not feed(anyorder, encode(tekken_tokenizer, case["data"]))
+
+
 @pytest.mark.slow
-def test_jsonschemabench_token_by_token(tekken_tokenizer: Any, tekken: gm.Vocabulary) -> None:
-    """MaskBench: per sub-dataset compile errors, valid rejected, invalid accepted (must be 0)."""
+@pytest.mark.parametrize("order", ["declared", "any"])
+def test_jsonschemabench_token_by_token(tekken_tokenizer: Any, tekken: gm.Vocabulary, order: str) -> None:
+    """MaskBench: per sub-dataset compile errors, valid rejected, invalid accepted (must be 0).
+
+    With ``property_order="any"`` also: schemas refused that declared order compiles, and no valid
+    instance may be rejected."""
     stats: Counter[str] = Counter()
     wrong = []
+    rejected = []
     for sub in sorted(p for p in BENCH.iterdir() if p.is_dir()):
         for f in sorted((sub / "examples").glob("*.json")):
             data = json.loads(f.read_text())
-            compiled = compile_or_none(data["schema"], tekken)
+            compiled = compile_or_none(data["schema"], tekken, property_order=order)
             if compiled is None:
                 stats[f"{sub.name}: compile errors"] += 1
+                if order == "any" and compile_or_none(data["schema"], tekken) is not None:
+                    stats[f"{sub.name}: refused by any only"] += 1
                 continue
             for case in data["tests"]:
                 ok = feed(compiled, encode(tekken_tokenizer, case["data"]))
                 if case["valid"] and not ok:
                     stats[f"{sub.name}: validation errors"] += 1
+                    rejected.append(f"{sub.name}/{f.name}")
                 if not case["valid"] and ok:
                     wrong.append(f.name)
-    print(dict(stats))
+    print(order, dict(sorted(stats.items())))
+    print("valid rejected:", rejected)
     assert not wrong, wrong
+    if order == "any":
+        assert not rejected, rejected

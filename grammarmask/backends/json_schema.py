@@ -54,7 +54,7 @@ class JsonSchema(Grammar):
         ``"declared"`` (default): properties in the order the schema declares them, further members
         (``additionalProperties``/``patternProperties``) after the declared ones. ``"any"``: an
         object's members in any order (const/enum objects too); an object whose required and
-        ``dependentRequired`` keys are too many to track (more than 2^10 states) is refused
+        ``dependentRequired`` keys are more than 10 (2^10 states) is refused
         (``UnsupportedSchemaError``, keyword ``properties``) or, with ``strict=False``, kept in
         declared order with a warning.
 

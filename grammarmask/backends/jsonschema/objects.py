@@ -28,10 +28,13 @@ if TYPE_CHECKING:
 __all__ = ["ObjectBuilder"]
 
 MAX_STATES = 20000
-# property_order="any": the set of tracked keys is the state, so it costs 2^t states; past this the
-# object is refused (strict) or kept in declared order. Tracking every declared key (no key twice)
-# is done when that costs at most DEDUPE_STATES.
-ANY_MAX_STATES = 1024
+# property_order="any": the set of tracked keys is the state (2^t states, t <= MAX_TRACKED; more is
+# refused in strict mode, else kept in declared order); times a member count under maxProperties, at
+# most ANY_MAX_STATES. Lark text and compile time grow as t * 2^t: t = 10 is about 120 kB of rules
+# and 1.3 s to compile on tekken (t = 8: 0.35 s, t = 12: 5 s). Every declared key is tracked (no key
+# twice) when that costs at most DEDUPE_STATES.
+MAX_TRACKED = 10
+ANY_MAX_STATES = 4096
 DEDUPE_STATES = 32
 State = Hashable
 
@@ -275,7 +278,9 @@ class ObjectBuilder:
                 body = self.any_order(members, extra, lo, hi, deps, involved)
             except OverflowError:
                 c.unsupported(
-                    "properties", ptr, "too many required/dependentRequired keys for property_order='any'"
+                    "properties",
+                    ptr,
+                    "more than 10 required/dependentRequired keys to track for property_order='any'",
                 )
                 ordered_ok = True  # strict=False: declared order, with the warning
         if ordered_ok:
@@ -356,7 +361,7 @@ class ObjectBuilder:
         members written (at least the number of distinct keys; equal for ``json.dumps`` output,
         which has no duplicates); when ``minProperties`` exceeds the required count every declared
         key is tracked and, as in declared order, further members count once (they may repeat).
-        Raises OverflowError past ``ANY_MAX_STATES`` states.
+        Raises OverflowError past ``MAX_TRACKED`` tracked keys or ``ANY_MAX_STATES`` states.
         """
         keys = [k for _, _, k in members]
         req = {k for _, r, k in members if r}
@@ -365,6 +370,8 @@ class ObjectBuilder:
             tracked = list(keys)
         else:
             tracked = [k for k in keys if k in req or k in involved]
+        if len(tracked) > MAX_TRACKED:
+            raise OverflowError
         bits = {k: 1 << i for i, k in enumerate([*tracked, *(k for k in involved if k not in tracked)])}
         need_all = sum(bits[k] for k in req)
         # a present trigger needs its targets (a target that cannot have a value has a bit never set)
@@ -404,7 +411,7 @@ class ObjectBuilder:
     def literal_object(self, v: dict[str, Any]) -> str:
         """A const/enum object with ``property_order="any"``: its members in any order, each once.
 
-        Past ``ANY_MAX_STATES`` (more than 10 keys) in written order (a documented narrowing)."""
+        Past ``MAX_TRACKED`` keys in written order (a documented narrowing)."""
         c = self.c
         w = c.ws
         members = []
