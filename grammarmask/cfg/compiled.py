@@ -315,10 +315,9 @@ class CompiledCfg(CompiledGrammar):
             g = Group(lq + off, (), nodes, e if at is None else at)
             if fr is not None:  # a dense walk's close: the frontier below it is known already
                 fnodes, fbytes, after = fr
-                if after is None:
-                    g.frontier = Frontier(fnodes, fbytes, np.zeros((fnodes.size, 0), np.int64))
-                else:
-                    g.frontier = Frontier(fnodes, fbytes, np.where(after > 0, after + off, 0).reshape(-1, 1))
+                sh = np.zeros((fnodes.size, 0), np.int64) if after is None else np.where(
+                    after > 0, after + off, 0).reshape(-1, 1)
+                g.frontier = self.walker.intern(Frontier(fnodes, fbytes, sh))
             out.groups.append(g)
         return out
 

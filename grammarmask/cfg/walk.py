@@ -57,7 +57,7 @@ class Frontier:
     states after it (columns; 0 = dead); rows where a shadow accepted are already gone.
     """
 
-    __slots__ = ("nodes", "byte", "shadows", "entries", "bits")
+    __slots__ = ("nodes", "byte", "shadows", "entries", "bits", "__weakref__")
 
     def __init__(self, nodes: I64, byte: I64, shadows: I64, bits: int | None = None) -> None:
         self.nodes = nodes
@@ -156,6 +156,18 @@ class TokenWalker:
         self._rows, self._rows_lock = _shared_rows(vocab)
         self.empty = np.zeros(self.n_words, dtype=np.uint32)
         self.empty.setflags(write=False)
+        #: frontiers by content: closes reached along different paths (whitespace after a keyword,
+        #: after a comma, ...) often have the same frontier, and then share its walks
+        self._frontiers: weakref.WeakValueDictionary[tuple[bytes, bytes], Frontier] = (
+            weakref.WeakValueDictionary())
+
+    def intern(self, fr: Frontier) -> Frontier:
+        """The frontier already made with ``fr``'s nodes, bytes and shadows, else ``fr``."""
+        key = (fr.nodes.tobytes(), fr.shadows.tobytes() + fr.shadows.shape[1].to_bytes(2, "little"))
+        got = self._frontiers.get(key)
+        if got is None:
+            self._frontiers[key] = got = fr
+        return got
 
     def words_of_nodes(self, nodes: I64) -> Words:
         """Mask words of the tokens that end exactly at ``nodes`` (``self.empty`` itself when none)."""
@@ -229,14 +241,14 @@ class TokenWalker:
         return s2, ok
 
     def frontier(self, nodes: I64, shadows: tuple[int, ...]) -> Frontier:
-        """The frontier below ``nodes`` for a boundary with ``shadows``."""
+        """The frontier below ``nodes`` for a boundary with ``shadows`` (interned: see :meth:`intern`)."""
         if nodes.size <= _SMALL:
-            return self._frontier_small(nodes.tolist(), shadows)
+            return self.intern(self._frontier_small(nodes.tolist(), shadows))
         rep, child = self._children(nodes)
         byte = self.byte[child]
         sh = np.tile(np.asarray(shadows, dtype=np.int64), (child.size, 1))
         sh, ok = self._step_shadows(sh, byte)
-        return Frontier(child[ok], byte[ok], sh[ok])
+        return self.intern(Frontier(child[ok], byte[ok], sh[ok]))
 
     def _frontier_small(self, nodes: list[int], shadows: tuple[int, ...]) -> Frontier:
         """:meth:`frontier` for a few nodes, in plain Python (same rows, same shadow columns)."""
