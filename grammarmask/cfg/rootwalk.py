@@ -167,7 +167,8 @@ class RootWalk:
         rows, par_state, after = self._shadowed(rows, par_state[rows - 1], s_all[rows], greedy)
         tids = np.flatnonzero(self.acc[at_tok])
         got: _Walked = (self.reaccept[at_tok], rows, par_state, after, tids, at_tok[tids])
-        self._bases = (_Base(q, greedy, s_all, got), *self._bases)[:_BASES]
+        if rows.size + tids.size <= n // _DIFF_SHARE:  # else too big to keep (and to edit cheaply)
+            self._bases = (_Base(q, greedy, s_all, got), *self._bases)[:_BASES]
         return got
 
     def _nearest_base(self, q: int, greedy: bool) -> _Base | None:
