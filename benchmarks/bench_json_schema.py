@@ -1,6 +1,7 @@
 """JSON Schema on the JSONSchemaBench sample: compile time and per-token mask time on tekken 131k.
 
     python benchmarks/bench_json_schema.py [--full 60] [--mask 30] [--tokenizer tekken]
+                                           [--property-order declared|any] [--schemas Sub/id.json,...]
 
 1. Grammar generation (schema -> Lark text, ``JsonSchema.to_lark``) for every schema of the sample
    (``/work/shared/corpus/json_schema/jsonschemabench/*/examples``), text cache cleared each time:
@@ -10,6 +11,9 @@
 3. Mask time: for ``--mask`` compiled schemas, each valid instance (``json.dumps(ensure_ascii=False)``,
    tokenized by the real tokenizer) is decoded while timing ``Matcher.fill_mask`` into a preallocated
    ``[1, ceil(V/32)]`` int32 buffer at every step, EOS step included: p50/p99 over all steps.
+
+``--property-order any`` runs everything with ``JsonSchema(..., property_order="any")``;
+``--schemas`` restricts the run to the named schemas (e.g. ``Github_easy/o83258.json``).
 
 Prints markdown tables.
 """
@@ -55,7 +59,7 @@ def load() -> list[tuple[str, str, dict[str, Any]]]:
 
 
 def generation(
-    items: list[tuple[str, str, dict[str, Any]]],
+    items: list[tuple[str, str, dict[str, Any]]], order: str
 ) -> tuple[list[float], Counter[str], Counter[str]]:
     times: list[float] = []
     refused: Counter[str] = Counter()
@@ -67,7 +71,7 @@ def generation(
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("error")
-                JsonSchema(data["schema"]).to_lark()
+                JsonSchema(data["schema"], property_order=order).to_lark()
         except (UnsupportedSchemaError, GrammarError):
             refused[sub] += 1
             continue
@@ -75,11 +79,11 @@ def generation(
     return times, refused, total
 
 
-def compiles(schema: Any) -> bool:
+def compiles(schema: Any, order: str) -> bool:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            JsonSchema(schema).to_lark()
+            JsonSchema(schema, property_order=order).to_lark()
     except GrammarError:
         return False
     return True
@@ -90,13 +94,19 @@ def main() -> None:
     ap.add_argument("--full", type=int, default=60, help="schemas for the full-compile timing")
     ap.add_argument("--mask", type=int, default=30, help="schemas for the mask timing")
     ap.add_argument("--tokenizer", default="tekken")
+    ap.add_argument("--property-order", default="declared", choices=["declared", "any"])
+    ap.add_argument("--schemas", default="", help="comma-separated Sub/id.json names (default: all)")
     args = ap.parse_args()
+    order = args.property_order
 
     items = load()
-    gen, refused, total = generation(items)
+    if args.schemas:
+        wanted = args.schemas.split(",")
+        items = [it for it in items if f"{it[0]}/{it[1]}" in wanted]
+    gen, refused, total = generation(items, order)
     print(
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}\n"
+        f"Python {platform.python_version()}, property_order={order!r}\n"
     )
     print(f"## Grammar generation ({len(gen)} of {len(items)} schemas compiled)\n")
     print("| p50 | p90 | max |\n|---|---|---|")
@@ -108,7 +118,7 @@ def main() -> None:
     tok = mistral_tokenizer(args.tokenizer)
     vocab = gm.Vocabulary.from_mistral(tok)
     _ = vocab.trie
-    ok = [it for it in items if compiles(it[2]["schema"])]
+    ok = [it for it in items if compiles(it[2]["schema"], order)]
     step = max(1, len(ok) // max(1, args.full))
     chosen = ok[::step][: args.full]
     full: list[float] = []
@@ -118,7 +128,7 @@ def main() -> None:
         js._TEXT_CACHE.clear()
         vocab.__dict__.pop("_compiled_cache", None)
         t0 = time.perf_counter()
-        c = JsonSchema(data["schema"]).compile(vocab)
+        c = JsonSchema(data["schema"], property_order=order).compile(vocab)
         full.append(time.perf_counter() - t0)
         named.append((full[-1], f"{sub}/{name}"))
         compiled.append((c, data))

@@ -349,24 +349,26 @@ class ObjectBuilder:
     ) -> str | None:
         """The members in any order, further members interleaved: an expression, "" or None.
 
-        State ``(present, k, x)``: ``present`` is a bit set of the tracked declared keys emitted
+        State ``(present, k, y)``: ``present`` is a bit set of the tracked declared keys emitted
         (a tracked key never comes twice), ``k`` the member count (capped at ``maxProperties``, else
-        at 1: is a separator due), ``x`` whether a further member came (only when counting).
+        at 1: is a separator due), ``y`` whether an untracked or further member came (kept only
+        under ``minProperties``).
 
-        Untracked declared keys may repeat. That is sound: ``json.loads`` keeps the last of
-        duplicate keys and every occurrence's value was validated against that key's schema, so
-        the kept value validates, and the key is present either way. Counting keywords count
-        distinct keys, so an untracked key is one that none of them needs to see: ``required`` and
-        ``dependentRequired`` keys are always tracked; ``maxProperties`` bounds the number of
-        members written (at least the number of distinct keys; equal for ``json.dumps`` output,
-        which has no duplicates); when ``minProperties`` exceeds the required count every declared
-        key is tracked and, as in declared order, further members count once (they may repeat).
+        Untracked keys may repeat. That is sound: ``json.loads`` keeps the last of duplicate keys
+        and every occurrence's value was validated against that key's schema, so the kept value
+        validates, and the key is present either way. Counting keywords count distinct keys:
+        ``required`` and ``dependentRequired`` keys are always tracked; ``maxProperties`` bounds the
+        members written (at least the distinct keys; equal for ``json.dumps`` output, which has no
+        duplicates); ``minProperties`` is checked against ``|present| + y``, a lower bound on the
+        distinct keys (untracked keys differ from tracked ones). That bound is exact when
+        ``minProperties`` is at most the required count + 1 (a valid instance with an untracked key
+        has all required ones); above that every declared key is tracked and, as in declared
+        order, further members count once (they may repeat).
         Raises OverflowError past ``MAX_TRACKED`` tracked keys or ``ANY_MAX_STATES`` states.
         """
         keys = [k for _, _, k in members]
         req = {k for _, r, k in members if r}
-        counting = lo > len(req)
-        if counting or 2 ** len(keys) <= max(DEDUPE_STATES, 2 ** len(req | set(involved))):
+        if lo > len(req) + 1 or 2 ** len(keys) <= max(DEDUPE_STATES, 2 ** len(req | set(involved))):
             tracked = list(keys)
         else:
             tracked = [k for k in keys if k in req or k in involved]
@@ -377,34 +379,31 @@ class ObjectBuilder:
         # a present trigger needs its targets (a target that cannot have a value has a bit never set)
         needs = [(bits[k], sum(bits[t] for t in deps[k] if t in bits)) for k in deps if k in tracked]
         own = [(m, bits[k]) for m, _, k in members if k in tracked]
-        free = [m for m, _, k in members if k not in tracked]
-        if extra is not None and not counting:
-            free.append(extra)
+        free = [m for m, _, k in members if k not in tracked] + ([extra] if extra is not None else [])
         free_rule = (free[0] if len(free) == 1 else self.c.rule(" | ".join(free), "f")) if free else None
         cap = hi if hi is not None else 1
+        fy = 1 if lo > 0 else 0
 
         def trans(st: State) -> list[tuple[str, State]]:
-            present, k, x = cast(tuple[int, int, int], st)
+            present, k, y = cast(tuple[int, int, int], st)
             if hi is not None and k >= hi:
                 return []
             sep = '"," ' if k else ""
             nk = min(k + 1, cap)
             out: list[tuple[str, State]] = [
-                (sep + m, (present | b, nk, x)) for m, b in own if not present & b
+                (sep + m, (present | b, nk, y)) for m, b in own if not present & b
             ]
             if free_rule is not None:
-                out.append((sep + free_rule, (present, nk, x)))
-            if counting and extra is not None:
-                out.append((sep + extra, (present, nk, 1)))
+                out.append((sep + free_rule, (present, nk, fy)))
             return out
 
         def accept(st: State) -> bool:
-            present, k, x = cast(tuple[int, int, int], st)
+            present, k, y = cast(tuple[int, int, int], st)
             if k == 0 or present & need_all != need_all:
                 return False
             if any(present & b and present & t != t for b, t in needs):
                 return False
-            return not counting or bin(present).count("1") + x >= lo
+            return bin(present).count("1") + y >= lo
 
         return self.machine((0, 0, 0), trans, accept, "o", ANY_MAX_STATES)
 
