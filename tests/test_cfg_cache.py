@@ -73,11 +73,13 @@ def test_cached_masks_equal_fresh_masks(name: str, tekken: Any, tekken_tokenizer
 def test_shared_root_walks_are_translated(walk: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # Both grammars use common.lark's ESCAPED_STRING and SIGNED_NUMBER, at different state offsets.
     # A small vocabulary makes no lexeme state "broad"; the dense variants make every state broad.
-    from grammarmask.cfg import rootwalk
+    from grammarmask.cfg import compiled, rootwalk
     from grammarmask.testing import byte_vocabulary
 
     if walk != "pruned":
         monkeypatch.setattr(rootwalk, "_BROAD_TOKENS", -1)
+        monkeypatch.setattr(compiled, "_BROAD_BELOW", -1)
+        monkeypatch.setattr(compiled, "_SMALL_FRONTIER", 0)
         monkeypatch.setattr(rootwalk, "_MAX_CLASSES", 256 if walk == "dense-class-trie" else 0)
 
     extra = [b'"a', b'b"', b'", "', b'12', b'-3.5', b'"}', b'":', b"  ", b'\\"']
@@ -134,6 +136,44 @@ def test_edited_root_walks_equal_full_walks_on_tekken(tekken: Any, tekken_tokeni
     assert edits == 0
     assert masks() == full
     assert edits >= 5
+
+
+@pytest.mark.parametrize("name", ["arithmetic.lark", "sql.lark"])
+def test_dense_walks_below_whitespace_equal_pruned_walks_on_tekken(name: str, tekken: Any, tekken_tokenizer: Any,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # After ignored whitespace, a NAME or a number starts below the ' ' and '\t' nodes, over most of
+    # the vocabulary: walked densely there. The masks must equal those of the pruned walks.
+    from grammarmask.cfg import compiled, rootwalk
+
+    docs = {"arithmetic.lark": "max(rate, 2.5) * (x + 17) - sqrt(y, n_items) % 3",
+            "sql.lark": "SELECT o.id, sum(o.price * o.qty) AS total FROM orders o WHERE qty IN (1, 2) LIMIT 5;"}
+    ids = list(tekken_tokenizer.encode(docs[name], bos=False, eos=False))
+    dense = 0
+    plain = rootwalk.RootWalk.walk_below
+
+    def counted(self: Any, *args: Any) -> Any:
+        nonlocal dense
+        dense += 1
+        return plain(self, *args)
+
+    monkeypatch.setattr(rootwalk.RootWalk, "walk_below", counted)
+
+    def masks() -> list[Mask]:
+        tekken.__dict__.pop("_cfg_root_walks", None)  # no walk shared with earlier tests
+        with open(os.path.join(GRAMMARS, name), encoding="utf-8") as f:
+            m = Lark(f.read())._compile(tekken).matcher()
+        out = []
+        for t in ids:
+            out.append(m.mask())
+            m.advance(t)
+        return out
+
+    with monkeypatch.context() as mp:
+        mp.setattr(compiled, "_BROAD_BELOW", 1 << 30)
+        pruned = masks()
+    assert dense == 0
+    assert masks() == pruned
+    assert dense >= 1
 
 
 def test_caches_stay_within_their_byte_budgets_and_exact(monkeypatch: pytest.MonkeyPatch) -> None:

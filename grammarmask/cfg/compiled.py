@@ -28,8 +28,8 @@ from ..vocab import Vocabulary
 from .earley import EarleyGrammar, EarleySet
 from .ir import Cfg
 from .lexer import LexerTables
-from .rootwalk import RootWalk, broad_states
-from .walk import Entry, Frontier, Group, TokenWalker
+from .rootwalk import Close, RootWalk, broad_states
+from .walk import Entry, Frontier, Group, TokenWalker, trie_arrays
 
 __all__ = ["CompiledCfg"]
 
@@ -45,6 +45,9 @@ _PARTS_BYTES = 64 << 20
 _COLLAPSE = 3  # a walk result with more distinct parts than this is stored as their union
 _NEED_MAX = 8  # deeper parser look-ups are memoised by the full signature
 _DEEP = 1 << 20
+_SMALL_FRONTIER = 32  # a frontier with fewer rows is never walked densely
+_BROAD_BELOW = 8192  # a lexeme starting at a frontier over more tokens than this is walked densely
+_BELOW_PARENTS = 4  # ... if the frontier's rows hang from at most this many nodes
 
 
 class _Lru(OrderedDict[Any, Any]):
@@ -145,6 +148,7 @@ class CompiledCfg(CompiledGrammar):
         for q in self.lex.start:
             self._any_first |= self.lex.first_bits[q]
         self._root_nodes = np.zeros(1, dtype=np.int64)
+        self._trie_parent = trie_arrays(vocab).parent
         self._plain_root = self.walker.frontier(self._root_nodes, ())
         e0 = self.earley.initial()
         c0 = self._fresh(e0, ())
@@ -267,18 +271,75 @@ class CompiledCfg(CompiledGrammar):
     def _entry(self, fr: Frontier, q: int) -> Entry:
         ent = fr.entries.get(q)
         if ent is None:
-            ent = self._shared_root_entry(q) if fr is self._plain_root else self.walker.entry(q, fr)
+            if fr is self._plain_root:
+                ent = self._shared_root_entry(q)
+            else:
+                ent = self._shared_below_entry(fr, q) or self.walker.entry(q, fr)
             fr.entries[q] = ent
         return ent
 
     def _prepare(self, fr: Frontier, pend: tuple[int, ...]) -> None:
-        """Walk every lexeme of ``pend`` not walked from ``fr`` yet, all in one vectorised pass."""
+        """Walk every lexeme of ``pend`` not walked from ``fr`` yet: broad ones densely, the rest all
+        in one vectorised pass."""
         if fr is self._plain_root:
             return
         have, first, bits = fr.entries, self.lex.first_bits, fr.bits
         missing = tuple(q for q in pend if q not in have and first[q] & bits)
+        if missing and self._below(fr):
+            for q in missing:
+                ent = self._shared_below_entry(fr, q)
+                if ent is not None:
+                    have[q] = ent
+            missing = tuple(q for q in missing if q not in have)
         if len(missing) > 1:
             have.update(self.walker.entries(missing, fr))
+
+    def _below(self, fr: Frontier) -> tuple[int, ...]:
+        """The few nodes every row of ``fr`` hangs from, if no shadow lives on and none of them lies
+        below another; else ()."""
+        if fr.below is None:
+            nodes = fr.nodes
+            fr.below = ()
+            if nodes.size > _SMALL_FRONTIER and not fr.shadows.any():
+                parents = np.unique(self._trie_parent[nodes])
+                if parents.size <= _BELOW_PARENTS and not self._nested(below := parents.tolist()):
+                    fr.below = tuple(below)
+        return fr.below
+
+    def _nested(self, nodes: list[int]) -> bool:
+        """Whether one of the trie ``nodes`` lies below another (their subtrees overlap)."""
+        parent, own = self._trie_parent, set(nodes)
+        for v in nodes:
+            u = int(parent[v])
+            while u > 0:
+                if u in own:
+                    return True
+                u = int(parent[u])
+        return 0 in own and len(own) > 1
+
+    def _shared_below_entry(self, fr: Frontier, q: int) -> Entry | None:
+        """The dense walk of lexeme state ``q`` from frontier ``fr`` when ``fr`` hangs from a few nodes
+        (whitespace closed: every token that starts with a space or a tab lies below) and the lexeme
+        is broad there; shared like :meth:`_shared_root_entry`. None otherwise."""
+        below = self._below(fr)
+        if not below:
+            return None
+        lex = self.lex
+        t = lex.term_list[q]
+        off = lex.offset[t]
+        shared_walks = _shared_walks(self.vocab)
+        rw = shared_walks.walker(lex.dfa_key(t), lambda: self._make_root_walk(t))
+        if rw is None:
+            return None
+        key = (lex.dfa_key(t), q - off, lex.greedy[t], fr.nodes.tobytes())
+        hit = shared_walks.entries.get_(key)
+        if hit is None:
+            if rw.tokens_below(q - off, fr.nodes) <= _BROAD_BELOW:
+                return None
+            inside, closes = rw.walk_below(q - off, lex.greedy[t], below, fr.nodes)
+            hit = self._shareable(inside, closes)
+            shared_walks.entries.put(key, hit, _nbytes(hit))
+        return self._from_shared(hit, off)
 
     def _shared_root_entry(self, q: int) -> Entry:
         """The walk of lexeme state ``q`` from the trie root with no shadows. It depends only on the
@@ -294,20 +355,27 @@ class CompiledCfg(CompiledGrammar):
             rw = shared_walks.walker(key[0], lambda: self._make_root_walk(t))
             if rw is not None and not rw.broad[q - off]:
                 rw = None
-            empty = self.walker.empty
-
-            def shared(w: Words) -> Words | None:  # None: no tokens (each grammar has its own `empty`)
-                return None if w is empty or not w.any() else w
-
             if rw is None:
+                shared = self._shared_words
                 ent = self.walker.entry(q, self._plain_root)
                 hit = (shared(ent.inside),
                        [(g.q - off, g.nodes, shared(g.at_words), None) for g in ent.groups])
             else:
-                inside, closes = rw.walk(q - off, lex.greedy[t])
-                hit = (shared(inside),
-                       [(lq, None, shared(at), (fn, fb, aft)) for lq, at, fn, fb, aft in closes])
+                hit = self._shareable(*rw.walk(q - off, lex.greedy[t]))
             shared_walks.entries.put(key, hit, _nbytes(hit))
+        return self._from_shared(hit, off)
+
+    def _shared_words(self, w: Words) -> Words | None:
+        """``w`` as stored in a shared walk: None for no tokens (each grammar has its own ``empty``)."""
+        return None if w is self.walker.empty or not w.any() else w
+
+    def _shareable(self, inside: Words, closes: list[Close]) -> Any:
+        """A dense walk's result as stored in the shared walks (local states)."""
+        shared = self._shared_words
+        return (shared(inside), [(lq, None, shared(at), (fn, fb, aft)) for lq, at, fn, fb, aft in closes])
+
+    def _from_shared(self, hit: Any, off: int) -> Entry:
+        """This grammar's :class:`Entry` for a shared walk of the terminal at state offset ``off``."""
         inside_w, groups = hit
         e = self.walker.empty
         out = Entry(e if inside_w is None else inside_w, [])

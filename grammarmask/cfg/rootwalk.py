@@ -94,6 +94,8 @@ class RootWalk:
         self.reaccept = np.asarray(reaccept, dtype=bool)
         self.n_bits = vocab.n_words * 32
         tr = np.asarray(dfa.transitions, dtype=np.int32)
+        self._tr = tr  # the byte-level table, for walks below a node (always on the byte trie)
+        self._ta = trie_arrays(vocab)
         cols, inv = np.unique(tr.T, axis=0, return_inverse=True)
         self.by_class = cols.shape[0] <= _MAX_CLASSES
         if self.by_class:
@@ -238,6 +240,51 @@ class RootWalk:
         after = np.concatenate([b_after[keep], after])[order]
         return inside, rows[order], par, after, tids, tid_state
 
+    def tokens_below(self, q: int, first: I64) -> int:
+        """How many tokens lie under the vocabulary-trie nodes ``first`` whose byte keeps local state
+        ``q`` alive (a lexeme starting there is broad when they are many)."""
+        ta = self._ta
+        alive = self._tr[q, ta.byte[first]] != 0
+        return int(ta.sub_count[first[alive]].sum())
+
+    def walk_below(self, q: int, greedy: bool, below: tuple[int, ...],
+                   first: I64) -> tuple[Words, list[Close]]:
+        """:meth:`walk` for a lexeme whose first byte is the edge into one of the vocabulary-trie
+        nodes ``first`` (children of the nodes ``below``; no shadow lives on): the dense pass over
+        those nodes' subtrees, each of which lies in one range per level. Always on the byte trie: a
+        class trie merges a node with the others of its class path."""
+        ta, tr, re_, acc = self._ta, self._tr, self.reaccept, self.acc
+        n = int(ta.parent.shape[0])
+        s_all = np.zeros(n + 1, dtype=np.int32)
+        cont = np.zeros(n, dtype=np.int32)
+        s_all[first] = tr[q, ta.byte[first]]
+        los: list[int] = []
+        his: list[int] = []
+        for v in below:
+            lo, hi = int(ta.child_lo[v]), int(ta.child_hi[v])
+            cont[lo:hi] = np.where(re_[s_all[lo:hi]], s_all[lo:hi], 0)
+            while lo < hi:
+                los.append(lo)
+                his.append(hi)
+                lo, hi = int(ta.child_lo[lo]), int(ta.child_hi[hi - 1])
+                s = tr[cont[ta.parent[lo:hi]], ta.byte[lo:hi]]
+                s_all[lo:hi] = s
+                cont[lo:hi] = np.where(re_[s], s, 0)
+        idx = _ranges(np.asarray(los, dtype=np.int64), np.asarray(his, dtype=np.int64))
+        st = s_all[idx]
+        closing = idx[acc[st]]
+        clo, chi = ta.child_lo[closing], ta.child_hi[closing]
+        rows = _ranges(clo, chi)
+        rows, par, after = self._shadowed(rows, np.repeat(s_all[closing], chi - clo), s_all[rows], greedy)
+        tlo, thi = ta.tok_lo[idx], ta.tok_hi[idx]
+        toks = ta.tokens[_ranges(tlo, thi)]
+        tstate = np.repeat(st, thi - tlo)
+        inside = np.zeros(self.n_bits, dtype=bool)
+        inside[toks] = re_[tstate]
+        ends = acc[tstate]
+        return self._pack(inside), self._closes(rows, par, after, toks[ends], tstate[ends], greedy,
+                                                byte_trie=True)
+
     def _shadowed(self, rows: I64, par_state: npt.NDArray[np.int32], row_state: npt.NDArray[np.int32],
                   greedy: bool) -> tuple[I64, npt.NDArray[np.int32], npt.NDArray[np.int32]]:
         """Frontier ``rows`` (children of closing nodes in ``par_state``; ``row_state``: the lexeme's
@@ -255,8 +302,10 @@ class RootWalk:
         return rows[keep], par_state[keep], after[keep]
 
     def _closes(self, rows: I64, par_state: npt.NDArray[np.int32], after: npt.NDArray[np.int32],
-                tids: I64, tid_state: npt.NDArray[np.int32], greedy: bool) -> list[Close]:
-        """One :data:`Close` per state that ends a token or has frontier rows."""
+                tids: I64, tid_state: npt.NDArray[np.int32], greedy: bool,
+                byte_trie: bool = False) -> list[Close]:
+        """One :data:`Close` per state that ends a token or has frontier rows (``rows`` are nodes of
+        this walker's trie, or of the vocabulary trie with ``byte_trie``)."""
         by_row = _by_state(par_state)
         by_tok = _by_state(tid_state)
         closes: list[Close] = []
@@ -267,7 +316,10 @@ class RootWalk:
             if pos is not None:
                 bits[tids[pos]] = True
             pos = by_row.get(st, none)
-            nodes, byte, aft = self._real_rows(rows[pos], after[pos])
+            if byte_trie:
+                nodes, byte, aft = rows[pos], self._ta.byte[rows[pos]], after[pos].astype(np.int64)
+            else:
+                nodes, byte, aft = self._real_rows(rows[pos], after[pos])
             closes.append((st, self._pack(bits), nodes, byte, aft if greedy and self.reaccept[st] else None))
         return closes
 

@@ -57,7 +57,7 @@ class Frontier:
     states after it (columns; 0 = dead); rows where a shadow accepted are already gone.
     """
 
-    __slots__ = ("nodes", "byte", "shadows", "entries", "bits", "__weakref__")
+    __slots__ = ("nodes", "byte", "shadows", "entries", "bits", "below", "__weakref__")
 
     def __init__(self, nodes: I64, byte: I64, shadows: I64, bits: int | None = None) -> None:
         self.nodes = nodes
@@ -66,6 +66,9 @@ class Frontier:
         self.entries: dict[int, Entry] = {}
         #: the bytes present, as an int bitset (a lexeme whose first bytes miss it yields nothing here)
         self.bits = sum(1 << int(b) for b in np.unique(byte)) if bits is None else bits
+        #: the few nodes all rows hang from when no shadow lives on (a dense walk can start there),
+        #: else (); None until asked
+        self.below: tuple[int, ...] | None = None
 
 
 class Group:
@@ -99,7 +102,7 @@ class Entry:
 class TrieArrays(NamedTuple):
     """The vocabulary trie (``vocab.TokenTrie``) as int64 index arrays, made once per vocabulary;
     ``tok_node[t]`` is token ``t``'s node, or the sentinel ``n_nodes`` for ids with none (special,
-    empty, padding)."""
+    empty, padding); ``sub_count[n]`` counts the tokens in node ``n``'s subtree."""
 
     child_lo: I64
     child_hi: I64
@@ -110,6 +113,7 @@ class TrieArrays(NamedTuple):
     parent: I64
     level_lo: I64
     tok_node: I64
+    sub_count: I64
 
 
 def trie_arrays(vocab: Vocabulary) -> TrieArrays:
@@ -124,7 +128,7 @@ def trie_arrays(vocab: Vocabulary) -> TrieArrays:
         got = vocab.__dict__["_cfg_trie_arrays"] = TrieArrays(
             t.child_lo.astype(i64), t.child_hi.astype(i64), t.byte.astype(i64), t.tok_lo.astype(i64),
             t.tok_hi.astype(i64), t.tokens.astype(i64), t.parent.astype(i64), t.level_lo.astype(i64),
-            tok_node,
+            tok_node, (t.sub_hi - t.sub_lo).astype(i64),
         )
     return got
 
