@@ -148,7 +148,7 @@ class CompiledCfg(CompiledGrammar):
         for q in self.lex.start:
             self._any_first |= self.lex.first_bits[q]
         self._root_nodes = np.zeros(1, dtype=np.int64)
-        self._trie_parent = trie_arrays(vocab).parent
+        self._trie = trie_arrays(vocab)
         self._plain_root = self.walker.frontier(self._root_nodes, ())
         e0 = self.earley.initial()
         c0 = self._fresh(e0, ())
@@ -301,14 +301,14 @@ class CompiledCfg(CompiledGrammar):
             nodes = fr.nodes
             fr.below = ()
             if nodes.size > _SMALL_FRONTIER and not fr.shadows.any():
-                parents = np.unique(self._trie_parent[nodes])
+                parents = np.unique(self._trie.parent[nodes])
                 if parents.size <= _BELOW_PARENTS and not self._nested(below := parents.tolist()):
                     fr.below = tuple(below)
         return fr.below
 
     def _nested(self, nodes: list[int]) -> bool:
         """Whether one of the trie ``nodes`` lies below another (their subtrees overlap)."""
-        parent, own = self._trie_parent, set(nodes)
+        parent, own = self._trie.parent, set(nodes)
         for v in nodes:
             u = int(parent[v])
             while u > 0:
@@ -324,20 +324,21 @@ class CompiledCfg(CompiledGrammar):
         below = self._below(fr)
         if not below:
             return None
+        nodes = fr.nodes
+        alive = self.lex.table[q, self._trie.byte[nodes]] != 0
+        if int(self._trie.sub_count[nodes[alive]].sum()) <= _BROAD_BELOW:
+            return None
         lex = self.lex
         t = lex.term_list[q]
         off = lex.offset[t]
         shared_walks = _shared_walks(self.vocab)
-        rw = shared_walks.walker(lex.dfa_key(t), lambda: self._make_root_walk(t))
-        if rw is None:
-            return None
-        key = (lex.dfa_key(t), q - off, lex.greedy[t], fr.nodes.tobytes())
+        key = (lex.dfa_key(t), q - off, lex.greedy[t], nodes.tobytes())
         hit = shared_walks.entries.get_(key)
         if hit is None:
-            if rw.tokens_below(q - off, fr.nodes) <= _BROAD_BELOW:
+            rw = shared_walks.walker(key[0], lambda: self._make_root_walk(t))
+            if rw is None:
                 return None
-            inside, closes = rw.walk_below(q - off, lex.greedy[t], below, fr.nodes)
-            hit = self._shareable(inside, closes)
+            hit = self._shareable(*rw.walk_below(q - off, lex.greedy[t], below, nodes))
             shared_walks.entries.put(key, hit, _nbytes(hit))
         return self._from_shared(hit, off)
 

@@ -96,11 +96,13 @@ class RootWalk:
         tr = np.asarray(dfa.transitions, dtype=np.int32)
         self._tr = tr  # the byte-level table, for walks below a node (always on the byte trie)
         self._ta = trie_arrays(vocab)
-        cols, inv = np.unique(tr.T, axis=0, return_inverse=True)
-        self.by_class = cols.shape[0] <= _MAX_CLASSES
+        classes, k = dfa.byte_classes()
+        self.by_class = k <= _MAX_CLASSES
         if self.by_class:
-            self.ct = class_trie(vocab, inv.reshape(-1), int(cols.shape[0]))
-            self.table = np.ascontiguousarray(cols.T)  # table[s, c]: the state after a byte of class c
+            self.ct = class_trie(vocab, classes, k)
+            reps = np.zeros(k, dtype=np.intp)
+            reps[classes[::-1]] = np.arange(255, -1, -1)  # a byte of each class
+            self.table = np.ascontiguousarray(tr[:, reps])  # table[s, c]: the state after a byte of class c
             self.parent = self.ct.parent
             self.level_lo = self.ct.level_lo
             self.label = self.ct.cls.astype(np.int64)
@@ -239,13 +241,6 @@ class RootWalk:
         par = np.concatenate([b_par[keep], par])[order]
         after = np.concatenate([b_after[keep], after])[order]
         return inside, rows[order], par, after, tids, tid_state
-
-    def tokens_below(self, q: int, first: I64) -> int:
-        """How many tokens lie under the vocabulary-trie nodes ``first`` whose byte keeps local state
-        ``q`` alive (a lexeme starting there is broad when they are many)."""
-        ta = self._ta
-        alive = self._tr[q, ta.byte[first]] != 0
-        return int(ta.sub_count[first[alive]].sum())
 
     def walk_below(self, q: int, greedy: bool, below: tuple[int, ...],
                    first: I64) -> tuple[Words, list[Close]]:
