@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..grammar import CompiledGrammar
+from ..index import _ranges
 from ..vocab import Vocabulary
 from .earley import EarleyGrammar, EarleySet
 from .ir import Cfg
@@ -36,6 +37,7 @@ __all__ = ["CompiledCfg"]
 Config = tuple[EarleySet, tuple[int, ...], tuple[int, ...], bool]
 State = tuple[Config, ...]
 Words = npt.NDArray[np.uint32]
+I64 = npt.NDArray[np.int64]
 
 _ROOT_LIMIT = 4096
 _MASK_LIMIT = 2048
@@ -306,6 +308,18 @@ class CompiledCfg(CompiledGrammar):
                     fr.below = tuple(below)
         return fr.below
 
+    def _tokens_two_below(self, q: int, nodes: I64) -> int:
+        """How many tokens lie below the children of frontier ``nodes`` where a lexeme starting in
+        state ``q`` is still alive two bytes in (whitespace dies there, a name does not)."""
+        ta, table = self._trie, self.lex.table
+        s = table[q, ta.byte[nodes]]
+        s = np.where(self.walker.reaccept[s], s, 0)
+        live = s != 0
+        lo, hi = ta.child_lo[nodes[live]], ta.child_hi[nodes[live]]
+        kids = _ranges(lo, hi)
+        s2 = table[np.repeat(s[live], hi - lo), ta.byte[kids]]
+        return int(ta.sub_count[kids[s2 != 0]].sum())
+
     def _nested(self, nodes: list[int]) -> bool:
         """Whether one of the trie ``nodes`` lies below another (their subtrees overlap)."""
         parent, own = self._trie.parent, set(nodes)
@@ -325,8 +339,7 @@ class CompiledCfg(CompiledGrammar):
         if not below:
             return None
         nodes = fr.nodes
-        alive = self.lex.table[q, self._trie.byte[nodes]] != 0
-        if int(self._trie.sub_count[nodes[alive]].sum()) <= _BROAD_BELOW:
+        if self._tokens_two_below(q, nodes) <= _BROAD_BELOW:
             return None
         lex = self.lex
         t = lex.term_list[q]
