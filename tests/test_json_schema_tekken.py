@@ -96,13 +96,19 @@ def test_any_order_accepts_a_reordered_instance(tekken_tokenizer: Any, tekken: g
             assert not feed(anyorder, encode(tekken_tokenizer, case["data"]))
 
 
+# Valid instances rejected for a reason other than key order (checked by hand).
+NOT_KEY_ORDER = {
+    "MCPspec/CallToolResult.json",  # format "byte" is enforced: "/9j/4AAQ.../9k=" is not base64
+}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("order", ["declared", "any"])
 def test_jsonschemabench_token_by_token(tekken_tokenizer: Any, tekken: gm.Vocabulary, order: str) -> None:
     """MaskBench: per sub-dataset compile errors, valid rejected, invalid accepted (must be 0).
 
     With ``property_order="any"`` also: schemas refused that declared order compiles, and no valid
-    instance may be rejected."""
+    instance may be rejected but for ``NOT_KEY_ORDER``."""
     stats: Counter[str] = Counter()
     wrong = []
     rejected = []
@@ -126,4 +132,4 @@ def test_jsonschemabench_token_by_token(tekken_tokenizer: Any, tekken: gm.Vocabu
     print("valid rejected:", rejected)
     assert not wrong, wrong
     if order == "any":
-        assert not rejected, rejected
+        assert set(rejected) <= NOT_KEY_ORDER, rejected
