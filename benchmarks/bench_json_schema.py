@@ -2,6 +2,7 @@
 
     python benchmarks/bench_json_schema.py [--full 60] [--mask 30] [--tokenizer tekken]
                                            [--property-order declared|any] [--schemas Sub/id.json,...]
+    python benchmarks/bench_json_schema.py --compare-orders [--schemas Sub/id.json,...]
 
 1. Grammar generation (schema -> Lark text, ``JsonSchema.to_lark``) for every schema of the sample
    (``/work/shared/corpus/json_schema/jsonschemabench/*/examples``), text cache cleared each time:
@@ -14,6 +15,10 @@
 
 ``--property-order any`` runs everything with ``JsonSchema(..., property_order="any")``;
 ``--schemas`` restricts the run to the named schemas (e.g. ``Github_easy/o83258.json``).
+``--compare-orders``: for each named schema, compile time and mask p50/p99 per token in both
+orders over the valid instances both accept (each schema cold, then warm over 3 passes), plus
+"any" on the same instances with their keys reversed (every object, recursively). Without
+``--schemas`` it runs the person/order/event schemas of ``workloads.py`` (20 documents each).
 
 Prints markdown tables.
 """
@@ -89,6 +94,85 @@ def compiles(schema: Any, order: str) -> bool:
     return True
 
 
+def _reversed_keys(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _reversed_keys(x[k]) for k in reversed(list(x))}
+    if isinstance(x, list):
+        return [_reversed_keys(v) for v in x]
+    return x
+
+
+def _timed_feed(c: Any, ids: list[int], buf: Any, steps: list[float]) -> bool:
+    m = c.matcher()
+    for t in [*ids, None]:
+        t0 = time.perf_counter()
+        m.fill_mask(buf, 0)
+        steps.append(time.perf_counter() - t0)
+        if t is None:
+            return bool(m.is_accepting())
+        if not m.try_advance(t):
+            return False
+    return False
+
+
+def _workload_items() -> list[tuple[str, str, dict[str, Any]]]:
+    import random
+
+    import workloads as W
+
+    rng = random.Random(0)
+    out = []
+    for name, schema, make in (
+        ("person", W.PERSON, W._person),
+        ("order", W.ORDER, W._order),
+        ("event", W.EVENT, W._event),
+    ):
+        tests = [{"data": make(rng), "valid": True} for _ in range(20)]
+        out.append(("workloads", name, {"schema": schema, "tests": tests}))
+    return out
+
+
+def compare_orders(items: list[tuple[str, str, dict[str, Any]]], tok: Any, vocab: Any) -> None:
+    """Per schema: compile ms and mask p50/p99 (us) in declared and any order, same instances."""
+    buf = np.zeros((1, vocab.n_words), dtype=np.int32)
+    JsonSchema({"type": "object", "properties": {"a": {"type": "string"}}}).compile(vocab)  # warm-up
+    print("| schema | compile declared | compile any | declared p50/p99 | any p50/p99 | any, keys reversed |")
+    print("|---|---|---|---|---|---|")
+    for sub, name, data in items:
+        compiled = {}
+        row = [f"{sub}/{name}"]
+        for order in ("declared", "any"):
+            js._TEXT_CACHE.clear()
+            vocab.__dict__.pop("_compiled_cache", None)
+            t0 = time.perf_counter()
+            try:
+                compiled[order] = JsonSchema(data["schema"], property_order=order).compile(vocab)
+            except GrammarError as e:
+                row.append(f"refused ({type(e).__name__})")
+                continue
+            row.append(f"{(time.perf_counter() - t0) * 1e3:.0f} ms")
+        if len(compiled) < 2:
+            print("| " + " | ".join(row) + " |")
+            continue
+        docs = [case["data"] for case in data["tests"] if case["valid"]]
+        enc = [list(tok.encode(json.dumps(d, ensure_ascii=False), bos=False, eos=False)) for d in docs]
+        both = [ids for ids in enc if all(_timed_feed(c, ids, buf, []) for c in compiled.values())]
+        rev = [
+            list(tok.encode(json.dumps(_reversed_keys(d), ensure_ascii=False), bos=False, eos=False))
+            for d in docs
+        ]
+        for order, seqs in (("declared", both), ("any", both), ("any", rev)):
+            js._TEXT_CACHE.clear()
+            vocab.__dict__.pop("_compiled_cache", None)
+            c = JsonSchema(data["schema"], property_order=order).compile(vocab)  # cold
+            steps: list[float] = []
+            for _ in range(3):
+                for ids in seqs:
+                    _timed_feed(c, ids, buf, steps)
+            row.append(f"{pct(steps, 0.5) * 1e6:.0f} / {pct(steps, 0.99) * 1e6:.0f} ({len(seqs)} docs)")
+        print("| " + " | ".join(row) + " |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--full", type=int, default=60, help="schemas for the full-compile timing")
@@ -96,6 +180,7 @@ def main() -> None:
     ap.add_argument("--tokenizer", default="tekken")
     ap.add_argument("--property-order", default="declared", choices=["declared", "any"])
     ap.add_argument("--schemas", default="", help="comma-separated Sub/id.json names (default: all)")
+    ap.add_argument("--compare-orders", action="store_true", help="declared vs any order, per schema")
     args = ap.parse_args()
     order = args.property_order
 
@@ -103,6 +188,14 @@ def main() -> None:
     if args.schemas:
         wanted = args.schemas.split(",")
         items = [it for it in items if f"{it[0]}/{it[1]}" in wanted]
+    if args.compare_orders:
+        if not args.schemas:
+            items = _workload_items()
+        tok = mistral_tokenizer(args.tokenizer)
+        vocab = gm.Vocabulary.from_mistral(tok)
+        _ = vocab.trie
+        compare_orders(items, tok, vocab)
+        return
     gen, refused, total = generation(items, order)
     print(
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
