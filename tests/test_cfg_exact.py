@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import itertools
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -38,6 +39,7 @@ CASES = {
     "parens_with_ignore": ('start: "(" start ")" | "x"\n%ignore " "\n', "(x) ", 7, 1, 2),
     "case_insensitive": ('start: KW NAME\nKW: "ab"i\nNAME: /[a-z]+/\n%ignore " "\n', "aAb ", 7, 2, 2),
     "trailing_ignore_only": ('start: "a"+\n%ignore /b+/\n', "ab", 8, 4, 3),
+    "counted_string": ('start: "<" BODY ("," "<" BODY)*\nBODY: /a{0,5}>/\n', "a<>,", 9, 4, 3),
 }
 
 
@@ -142,3 +144,20 @@ def test_mask_matches_oracle_along_random_walks(name: str, data: st.DataObject) 
 
 def t_is_eos(legal: list[int], vocab: Vocabulary) -> bool:
     return legal == [vocab.eos_token_id]
+
+
+def test_states_that_walk_alike_share_a_class() -> None:
+    # a{0,5}> counts: with tokens of at most 3 bytes, 0, 1 or 2 a's read walk alike (every token of
+    # a's and at most one '>' fits), 3, 4 and 5 do not; the accepting state after '>' is itself.
+    from grammarmask.automata.regex import regex_to_dfa
+    from grammarmask.cfg.rootwalk import walk_classes
+
+    dfa = regex_to_dfa("a{0,5}>")
+    acc = np.asarray(dfa.accepting, dtype=bool)
+    states = [dfa.run(dfa.start, b"a" * k) for k in range(6)]
+    reaccept = np.zeros(dfa.n_states, dtype=bool)
+    reaccept[states] = True
+    cls = walk_classes(np.asarray(dfa.transitions, dtype=np.int32), acc, reaccept, 3)
+    assert len({int(cls[s]) for s in states[:3]}) == 1
+    assert len({int(cls[s]) for s in states}) == 4
+    assert cls[dfa.run(dfa.start, b">")] not in {int(cls[s]) for s in states}

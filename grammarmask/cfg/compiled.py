@@ -345,12 +345,12 @@ class CompiledCfg(CompiledGrammar):
         t = lex.term_list[q]
         off = lex.offset[t]
         shared_walks = _shared_walks(self.vocab)
-        key = (lex.dfa_key(t), q - off, lex.greedy[t], nodes.tobytes())
+        rw = shared_walks.walker(lex.dfa_key(t), lambda: self._make_root_walk(t))
+        if rw is None:
+            return None
+        key = (*self._shared_key(t, q, rw), nodes.tobytes())
         hit = shared_walks.entries.get_(key)
         if hit is None:
-            rw = shared_walks.walker(key[0], lambda: self._make_root_walk(t))
-            if rw is None:
-                return None
             hit = self._shareable(*rw.walk_below(q - off, lex.greedy[t], below, nodes))
             shared_walks.entries.put(key, hit, _nbytes(hit))
         return self._from_shared(hit, off)
@@ -362,11 +362,11 @@ class CompiledCfg(CompiledGrammar):
         lex = self.lex
         t = lex.term_list[q]
         off = lex.offset[t]
-        key = (lex.dfa_key(t), q - off, lex.greedy[t])
         shared_walks = _shared_walks(self.vocab)
+        rw = shared_walks.walker(lex.dfa_key(t), lambda: self._make_root_walk(t))
+        key = self._shared_key(t, q, rw)
         hit = shared_walks.entries.get_(key)
         if hit is None:
-            rw = shared_walks.walker(key[0], lambda: self._make_root_walk(t))
             if rw is not None and not rw.broad[q - off]:
                 rw = None
             if rw is None:
@@ -378,6 +378,14 @@ class CompiledCfg(CompiledGrammar):
                 hit = self._shareable(*rw.walk(q - off, lex.greedy[t]))
             shared_walks.entries.put(key, hit, _nbytes(hit))
         return self._from_shared(hit, off)
+
+    def _shared_key(self, t: int, q: int, rw: RootWalk | None) -> tuple[Any, ...]:
+        """The shared-walk key of terminal ``t``'s lexeme in (global) state ``q``: by its walk class
+        when the terminal has a dense walker (states that walk alike share one walk), else by state."""
+        lex = self.lex
+        local = q - lex.offset[t]
+        name = ("class", int(rw.walk_class[local])) if rw is not None else ("state", local)
+        return (lex.dfa_key(t), name, lex.greedy[t])
 
     def _shared_words(self, w: Words) -> Words | None:
         """``w`` as stored in a shared walk: None for no tokens (each grammar has its own ``empty``)."""

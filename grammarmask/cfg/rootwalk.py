@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..automata import DFA
+from ..automata.dfa import row_ids
 from ..index import _ranges, class_trie
 from ..vocab import Vocabulary
 from .walk import trie_arrays
@@ -38,6 +39,7 @@ _BROAD_TOKENS = 8192  # a lexeme state whose first bytes start more tokens than 
 _MAX_CLASSES = 12  # more classes compress the trie too little to pay for building a class trie
 _BASES = 2  # full walks kept per walker to edit into the walks of nearby states
 _DIFF_SHARE = 8  # an edit that visits more than 1/8 of the trie's nodes gives way to a full walk
+_REFINE_WORK = 1 << 24  # table cells x rounds above which walk classes are not computed
 
 
 #: a close: (closing state, mask words of the tokens ending exactly there, the frontier's
@@ -82,6 +84,32 @@ def broad_states(vocab: Vocabulary, dfa: DFA) -> npt.NDArray[np.bool_]:
     return broad
 
 
+def walk_classes(table: npt.NDArray[np.int32], acc: npt.NDArray[np.bool_], reaccept: npt.NDArray[np.bool_],
+                 depth: int) -> I64:
+    """Per DFA state, an id equal for two states whose walks give the same tokens and closes: every
+    path of at most ``depth`` bytes (no token is longer) leads both to the same accepting state, or
+    both to states that can or both to states that cannot still reach one. A string of at most 1,000
+    characters counts in its states, but all those more than ``depth`` characters from the limit
+    walk alike. Bounded Moore refinement; tables too big for it get one class per state."""
+    n = int(table.shape[0])
+    if n * (table.shape[1] + 1) * depth > _REFINE_WORK:
+        return np.arange(n, dtype=np.int64)
+    # round 0: an accepting state is itself; the others are told apart by whether they can go on
+    ids = np.where(acc, np.arange(n) + 2, reaccept.astype(np.int64))
+    ids[0] = 0
+    classes = len(np.unique(ids))
+    dead = ~reaccept  # a walk does not read on from these
+    for _ in range(depth):
+        succ = ids[table]
+        succ[dead] = 0
+        new = row_ids(np.concatenate([ids[:, None], succ], axis=1))
+        count = int(new.max()) + 1
+        if count == classes:
+            break
+        ids, classes = new, count
+    return ids
+
+
 class RootWalk:
     """Dense walks from the root for one terminal DFA (local states; see the module docstring)."""
 
@@ -97,12 +125,16 @@ class RootWalk:
         self._tr = tr  # the byte-level table, for walks below a node (always on the byte trie)
         self._ta = trie_arrays(vocab)
         classes, k = dfa.byte_classes()
+        reps = np.zeros(k, dtype=np.intp)
+        reps[classes[::-1]] = np.arange(255, -1, -1)  # a byte of each class
+        by_class_table = np.ascontiguousarray(tr[:, reps])  # [s, c]: the state after a byte of class c
+        #: walk_class[s]: equal for two states whose walks are equal (see :func:`walk_classes`)
+        self.walk_class = walk_classes(by_class_table, self.acc, self.reaccept,
+                                       int(vocab.trie.level_lo.shape[0]))
         self.by_class = k <= _MAX_CLASSES
         if self.by_class:
             self.ct = class_trie(vocab, classes, k)
-            reps = np.zeros(k, dtype=np.intp)
-            reps[classes[::-1]] = np.arange(255, -1, -1)  # a byte of each class
-            self.table = np.ascontiguousarray(tr[:, reps])  # table[s, c]: the state after a byte of class c
+            self.table = by_class_table
             self.parent = self.ct.parent
             self.level_lo = self.ct.level_lo
             self.label = self.ct.cls.astype(np.int64)
