@@ -171,12 +171,28 @@ def test_string_lengths_count_characters_not_escapes() -> None:
     assert parses(parser, '"\\ud83d\\ude00a"')  # a surrogate pair is one character
 
 
-@pytest.mark.parametrize(("lo", "hi"), [(0, 300), (1, 300), (64, 700), (0, 1000)])
+@pytest.mark.parametrize(("lo", "hi"), [(0, 300), (1, 300), (64, 700), (0, 1000), (256, 512), (255, 513)])
 def test_long_strings_are_chunked_exactly(lo: int, hi: int) -> None:
     parser = lark.Lark(JsonSchema({"type": "string", "minLength": lo, "maxLength": hi}).to_lark())
-    for n in sorted({0, 1, lo - 1, lo, 63, 64, 65, 128, hi - 1, hi, hi + 1, hi + 64} - {-1}):
+    for n in sorted({0, 1, lo - 1, lo, 255, 256, 257, 511, 512, 513, hi - 1, hi, hi + 1, hi + 64} - {-1}):
         for s in ("a" * n, ('é"\\n' * n)[:n]):
             assert parses(parser, json.dumps(s, ensure_ascii=False)) == (lo <= n <= hi), (lo, hi, n)
+
+
+def test_long_strings_token_by_token_on_tekken(tekken: Any, tekken_tokenizer: Any) -> None:
+    # The matcher's greedy lexing of the chunks, with real tokens that cross chunk boundaries.
+    compiled = JsonSchema({"type": "string", "minLength": 2, "maxLength": 520}).compile(tekken)
+    rng = random.Random(7)
+    words = ["the", " guild", " é", "😀", "\\n", " raid", "s", "\"", " 42", "\t"]
+    for n in (0, 1, 2, 255, 256, 257, 300, 512, 513, 519, 520, 521, 600):
+        text = "".join(rng.choice(words) for _ in range(n))[:n]
+        m = compiled.matcher()
+        ok = True
+        for t in tekken_tokenizer.encode(json.dumps(text, ensure_ascii=False), bos=False, eos=False):
+            if not m.try_advance(t):
+                ok = False
+                break
+        assert (ok and m.is_accepting()) == (2 <= n <= 520), n
 
 
 KEY_PATTERNS = [r"^x-", r"^[a-z_]+$", r"a", r"\d", r".*", r"^.+$", r"^[^/]", r"b|^c", r"^(ab)*$"]

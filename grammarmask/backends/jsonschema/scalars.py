@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["ScalarBuilder"]
 
 LONG_STRING = 256  # maxLength above this is written as chunk lexemes (see long_string)
-CHUNK = 64
+CHUNK = 256
 
 
 class ScalarBuilder:
@@ -28,6 +28,7 @@ class ScalarBuilder:
 
     def __init__(self, c: Compiler) -> None:
         self.c = c
+        self._chunks: dict[tuple[int, int, bool], str] = {}
 
     def number(self, s: dict[str, Any], integer: bool, ptr: str) -> str | None:
         lo, lo_x, hi, hi_x = None, False, None, False
@@ -182,33 +183,34 @@ class ScalarBuilder:
         return None if body is None else regex_terminal(f'"{body}"')
 
     def long_string(self, lo: int, hi: int) -> str:
-        """A string of lo..hi characters as chunk lexemes, so no automaton has to count to ``hi``.
-
-        Lexemes are greedy (lark's dynamic lexer and ours take the longest match), so every chunk but
-        the last has exactly CHUNK characters and k chunks hold at most hi characters iff
-        k < K or the K-th chunk has at most hi - CHUNK*(K-1): exact, with K = ceil(hi / CHUNK).
+        """A string of lo..hi characters (lo <= CHUNK) as chunk lexemes, so no automaton has to count
+        to ``hi``: full chunks of exactly CHUNK characters, then a closing chunk of at most CHUNK
+        characters and the closing quote. After i full chunks of k_max = ceil(hi / CHUNK), the
+        closing chunk may hold CHUNK characters, or hi - CHUNK*(k_max-1) after k_max - 1 of them;
+        only a closing chunk with no full chunk before it must hold lo. Inside a chunk, the states
+        more than a token's length from its end all walk alike (see cfg.rootwalk.walk_classes), so
+        most of a long string is masked from one shared walk.
         """
         if (lo, hi) in self.c.long:
             return self.c.long[(lo, hi)]
         k_max = -(-hi // CHUNK)
         last = hi - CHUNK * (k_max - 1)
-        full = self.chunk(1, CHUNK)
-        rest: str = ""
-        for i in range(k_max - 1, 0, -1):  # rule i: the chunks after the first i
-            chunk = self.chunk(1, last) if i == k_max - 1 else full
-            body = f"{chunk} {rest}".strip()
-            rest = self.c.rule(body, "c") + "?"
-        first_top = last if k_max == 1 else CHUNK
-        first = self.chunk(max(lo, 1), first_top)
-        inner = f"({first} {rest})".replace(" )", ")") + ("?" if lo == 0 else "")
-        self.c.long[(lo, hi)] = self.c.rule(f'"\\"" {inner} "\\""', "q")
+        rest = self.chunk(lo if k_max == 1 else 0, last, closing=True)
+        full = self.chunk(CHUNK, CHUNK)
+        for i in range(k_max - 2, -1, -1):  # what may follow i full chunks
+            closing = self.chunk(lo if i == 0 else 0, CHUNK, closing=True)
+            rest = self.c.rule(f"{full} {rest} | {closing}", "c")
+        self.c.long[(lo, hi)] = self.c.rule(f'"\\"" {rest}', "q")
         return self.c.long[(lo, hi)]
 
-    def chunk(self, lo: int, hi: int) -> str:
-        """A rule for one chunk lexeme of lo..hi characters (shared: the regex is long)."""
-        if (lo, hi) not in self.c.chunks:
-            self.c.chunks[(lo, hi)] = self.c.rule(regex_terminal(f"{ANY_CHAR}{{{lo},{hi}}}"), "k")
-        return self.c.chunks[(lo, hi)]
+    def chunk(self, lo: int, hi: int, *, closing: bool = False) -> str:
+        """A rule for one chunk lexeme of lo..hi characters, with the closing quote if ``closing``
+        (shared: the regex is long)."""
+        key = (lo, hi, closing)
+        if key not in self._chunks:
+            body = f"{ANY_CHAR}{{{lo},{hi}}}" + ('"' if closing else "")
+            self._chunks[key] = self.c.rule(regex_terminal(body), "k")
+        return self._chunks[key]
 
     def string_body(self, s: dict[str, Any], ptr: str, extra: list[str] | None = None) -> str | None:
         """Regex for the JSON text inside the quotes (None: no string fits).
