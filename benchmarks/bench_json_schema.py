@@ -3,6 +3,7 @@
     python benchmarks/bench_json_schema.py [--full 60] [--mask 30] [--tokenizer tekken]
                                            [--property-order declared|any] [--schemas Sub/id.json,...]
     python benchmarks/bench_json_schema.py --compare-orders [--schemas Sub/id.json,...]
+    python benchmarks/bench_json_schema.py --any-cost 4,6,8,10
 
 1. Grammar generation (schema -> Lark text, ``JsonSchema.to_lark``) for every schema of the sample
    (``/work/shared/corpus/json_schema/jsonschemabench/*/examples``), text cache cleared each time:
@@ -19,6 +20,9 @@
 orders over the valid instances both accept (each schema cold, then warm over 3 passes), plus
 "any" on the same instances with their keys reversed (every object, recursively). Without
 ``--schemas`` it runs the person/order/event schemas of ``workloads.py`` (20 documents each).
+``--any-cost t1,t2,...``: the cost of ``property_order="any"`` against the number t of tracked keys:
+one object with t required and 4 optional keys, Lark text size, compile time (cold), mask p50/p99
+over 10 documents in random key orders (declared: the same documents in declared order).
 
 Prints markdown tables.
 """
@@ -173,6 +177,39 @@ def compare_orders(items: list[tuple[str, str, dict[str, Any]]], tok: Any, vocab
         print("| " + " | ".join(row) + " |")
 
 
+def any_cost(ts: list[int], tok: Any, vocab: Any) -> None:
+    import random
+
+    buf = np.zeros((1, vocab.n_words), dtype=np.int32)
+    JsonSchema({"type": "object", "properties": {"a": {"type": "string"}}}).compile(vocab)  # warm-up
+    print("| t | order | Lark text | compile | mask p50 / p99 |\n|---|---|---|---|---|")
+    for t in ts:
+        props = {f"field_{i}": {"type": "string" if i % 2 else "integer"} for i in range(t + 4)}
+        schema = {"type": "object", "properties": props, "required": [f"field_{i}" for i in range(t)]}
+        for order in ("declared", "any"):
+            js._TEXT_CACHE.clear()
+            vocab.__dict__.pop("_compiled_cache", None)
+            t0 = time.perf_counter()
+            g = JsonSchema(schema, property_order=order)
+            text = g.to_lark()
+            c = g.compile(vocab)
+            took = time.perf_counter() - t0
+            rng = random.Random(0)
+            steps: list[float] = []
+            for _ in range(10):
+                keys = list(props)[: t + 2]
+                if order == "any":
+                    rng.shuffle(keys)
+                doc = {k: i if props[k]["type"] == "integer" else f"v{i}" for i, k in enumerate(keys)}
+                ids = list(tok.encode(json.dumps(doc), bos=False, eos=False))
+                if not _timed_feed(c, ids, buf, steps):
+                    raise SystemExit(f"rejected: {doc}")
+            print(
+                f"| {t} | {order} | {len(text) / 1e3:.0f} kB | {took * 1e3:.0f} ms "
+                f"| {pct(steps, 0.5) * 1e6:.0f} / {pct(steps, 0.99) * 1e6:.0f} us |"
+            )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--full", type=int, default=60, help="schemas for the full-compile timing")
@@ -181,6 +218,7 @@ def main() -> None:
     ap.add_argument("--property-order", default="declared", choices=["declared", "any"])
     ap.add_argument("--schemas", default="", help="comma-separated Sub/id.json names (default: all)")
     ap.add_argument("--compare-orders", action="store_true", help="declared vs any order, per schema")
+    ap.add_argument("--any-cost", default="", help="comma-separated numbers of tracked keys")
     args = ap.parse_args()
     order = args.property_order
 
@@ -188,6 +226,12 @@ def main() -> None:
     if args.schemas:
         wanted = args.schemas.split(",")
         items = [it for it in items if f"{it[0]}/{it[1]}" in wanted]
+    if args.any_cost:
+        tok = mistral_tokenizer(args.tokenizer)
+        vocab = gm.Vocabulary.from_mistral(tok)
+        _ = vocab.trie
+        any_cost([int(t) for t in args.any_cost.split(",")], tok, vocab)
+        return
     if args.compare_orders:
         if not args.schemas:
             items = _workload_items()
