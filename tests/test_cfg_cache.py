@@ -176,6 +176,32 @@ def test_dense_walks_below_whitespace_equal_pruned_walks_on_tekken(name: str, te
     assert dense >= 1
 
 
+def test_walkers_made_again_key_the_same_shared_walks(monkeypatch: pytest.MonkeyPatch) -> None:
+    # One dense walker per vocabulary at a time: two grammars evict each other's walkers while the
+    # shared walks stay, keyed by walk class; a walker made again must name its classes alike.
+    from grammarmask.cfg import compiled, rootwalk
+    from grammarmask.testing import byte_vocabulary
+
+    monkeypatch.setattr(rootwalk, "_BROAD_TOKENS", -1)
+    monkeypatch.setattr(compiled, "_SHARED_WALKERS", 1)
+    texts = ['start: "<" S ("<" S)*\nS: /[ab]{0,6}>/\n', 'start: "[" T ("," T)* "]"\nT: /[ab]{0,5};/\n']
+    docs = [b"<ab><aaab><bbbbba>", b"[a;,abab;,bbbbb;]"]
+    extra = [b"ab", b"ba", b"aa", b"bb", b"aab", b"bab", b",a", b"b>", b"a]", b"<a"]
+
+    def masks(i: int, vocab: Any) -> list[Mask]:
+        m = Lark(texts[i])._compile(vocab).matcher()
+        out = []
+        for ch in docs[i]:
+            out.append(m.mask())
+            m.advance(ch + 1)
+        return out
+
+    alone = [masks(i, byte_vocabulary(extra)) for i in (0, 1)]
+    shared = byte_vocabulary(extra)
+    for i in (0, 1, 0, 1, 0):
+        assert masks(i, shared) == alone[i], i
+
+
 def test_caches_stay_within_their_byte_budgets_and_exact(monkeypatch: pytest.MonkeyPatch) -> None:
     # Tiny budgets evict all the time; the masks must not change, and the caches must stay bounded.
     from grammarmask.cfg import compiled as cc

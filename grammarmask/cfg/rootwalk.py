@@ -90,7 +90,8 @@ def walk_classes(table: npt.NDArray[np.int32], acc: npt.NDArray[np.bool_], reacc
     path of at most ``depth`` bytes (no token is longer) leads both to the same accepting state, or
     both to states that can or both to states that cannot still reach one. A string of at most 1,000
     characters counts in its states, but all those more than ``depth`` characters from the limit
-    walk alike. Bounded Moore refinement; tables too big for it get one class per state."""
+    walk alike. Bounded Moore refinement; tables too big for it get one class per state. A class
+    is named by its smallest state."""
     n = int(table.shape[0])
     if n * (table.shape[1] + 1) * depth > _REFINE_WORK:
         return np.arange(n, dtype=np.int64)
@@ -107,7 +108,12 @@ def walk_classes(table: npt.NDArray[np.int32], acc: npt.NDArray[np.bool_], reacc
         if count == classes:
             break
         ids, classes = new, count
-    return ids
+    # name each class by its smallest state: the ids above depend on hash coefficients, and a key
+    # into the shared walks must not change when the walker is made again
+    first = np.full(int(ids.max()) + 1, n, dtype=np.int64)
+    np.minimum.at(first, ids, np.arange(n, dtype=np.int64))
+    named: I64 = first[ids]
+    return named
 
 
 class RootWalk:
