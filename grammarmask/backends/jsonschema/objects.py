@@ -277,12 +277,11 @@ class ObjectBuilder:
             try:
                 body = self.any_order(members, extra, lo, hi, deps, involved)
             except OverflowError:
-                c.unsupported(
-                    "properties",
-                    ptr,
-                    "more than 10 required/dependentRequired keys to track for property_order='any'",
-                )
-                ordered_ok = True  # strict=False: declared order, with the warning
+                why = f"more than {MAX_TRACKED} required/dependentRequired keys to track in any order"
+                if c.strict:
+                    c.unsupported("properties", ptr, why)
+                c.warnings.append(f"{why} (keyword 'properties' at {ptr or '/'}); kept in declared order")
+                ordered_ok = True
         if ordered_ok:
             body = self.declared_order(members, extra, lo, hi, deps, involved, ptr)
         if body:
