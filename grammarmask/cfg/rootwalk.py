@@ -19,6 +19,7 @@ with an equal terminal.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -28,6 +29,7 @@ from ..automata import DFA
 from ..automata.dfa import row_ids
 from ..index import _ranges, class_trie
 from ..vocab import Vocabulary
+from .lexer import _can_reach
 from .walk import trie_arrays
 
 __all__ = ["RootWalk", "broad_states"]
@@ -116,6 +118,22 @@ def walk_classes(table: npt.NDArray[np.int32], acc: npt.NDArray[np.bool_], reacc
     return named
 
 
+@functools.lru_cache(maxsize=64)
+def _walk_classes_of(dfa: DFA, depth: int) -> I64:
+    """:func:`walk_classes` of ``dfa`` (kept: walkers are made again after eviction, and equal
+    terminals of different grammars share one DFA object)."""
+    tr = np.asarray(dfa.transitions, dtype=np.int32)
+    classes, k = dfa.byte_classes()
+    reps = np.zeros(k, dtype=np.intp)
+    reps[classes[::-1]] = np.arange(255, -1, -1)
+    acc = np.asarray(dfa.accepting, dtype=bool)
+    src, byte = np.nonzero(tr)
+    reaches = _can_reach(tr, acc, src, byte)
+    reaccept = np.zeros(tr.shape[0], dtype=bool)
+    np.logical_or.at(reaccept, src, reaches[tr[src, byte]])
+    return walk_classes(np.ascontiguousarray(tr[:, reps]), acc, reaccept, depth)
+
+
 class RootWalk:
     """Dense walks from the root for one terminal DFA (local states; see the module docstring)."""
 
@@ -135,8 +153,7 @@ class RootWalk:
         reps[classes[::-1]] = np.arange(255, -1, -1)  # a byte of each class
         by_class_table = np.ascontiguousarray(tr[:, reps])  # [s, c]: the state after a byte of class c
         #: walk_class[s]: equal for two states whose walks are equal (see :func:`walk_classes`)
-        self.walk_class = walk_classes(by_class_table, self.acc, self.reaccept,
-                                       int(vocab.trie.level_lo.shape[0]))
+        self.walk_class = _walk_classes_of(dfa, int(vocab.trie.level_lo.shape[0]))
         self.by_class = k <= _MAX_CLASSES
         if self.by_class:
             self.ct = class_trie(vocab, classes, k)
