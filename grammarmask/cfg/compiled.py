@@ -142,6 +142,8 @@ class CompiledCfg(CompiledGrammar):
         self.earley = EarleyGrammar(cfg)
         self.walker = TokenWalker(self.lex, vocab)
         self._roots = _Lru(_ROOT_LIMIT)
+        #: root entries by (terminal, walk class): states that walk alike get one Entry
+        self._class_entries: dict[tuple[int, Any], Entry] = {}
         self._masks = _Lru(_MASK_LIMIT, _MASK_BYTES)
         self._parts = _Lru(_PARTS_LIMIT, _PARTS_BYTES)
         self._needs: dict[int, list[int]] = {}
@@ -365,6 +367,9 @@ class CompiledCfg(CompiledGrammar):
         shared_walks = _shared_walks(self.vocab)
         rw = shared_walks.walker(lex.dfa_key(t), lambda: self._make_root_walk(t))
         key = self._shared_key(t, q, rw)
+        mine = self._class_entries.get((t, key[1]))
+        if mine is not None:  # a state of the same walk class: the same Entry, so parser-level
+            return mine       # memos keyed by the entry are shared too
         hit = shared_walks.entries.get_(key)
         if hit is None:
             if rw is not None and not rw.broad[q - off]:
@@ -377,7 +382,8 @@ class CompiledCfg(CompiledGrammar):
             else:
                 hit = self._shareable(*rw.walk(q - off, lex.greedy[t]))
             shared_walks.entries.put(key, hit, _nbytes(hit))
-        return self._from_shared(hit, off)
+        mine = self._class_entries[(t, key[1])] = self._from_shared(hit, off)
+        return mine
 
     def _shared_key(self, t: int, q: int, rw: RootWalk | None) -> tuple[Any, ...]:
         """The shared-walk key of terminal ``t``'s lexeme in (global) state ``q``: by its walk class
