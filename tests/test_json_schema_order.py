@@ -27,7 +27,7 @@ from grammarmask.testing import assert_accepts, assert_rejects, byte_vocabulary
 
 from .test_json_schema_support import GrammarSampler, parses, validator
 
-KEYS = ["a", "b", "c", "d"]
+KEYS = ["a", "b", "c", "d", "f", "g", "h"]  # past 5 declared keys only required ones are tracked
 POOL = [*KEYS, "e", "x1", "x2", "y"]  # "x..." match the patternProperties below; "y" matches none
 LEAVES = [
     {"type": "integer"},
@@ -42,7 +42,7 @@ VALUES = [0, 7, "s", "ab", "abc", True, None, [], {"a": 1}]
 @st.composite
 def object_schemas(draw: Any) -> dict[str, Any]:
     s: dict[str, Any] = {"type": "object"}
-    props = draw(st.dictionaries(st.sampled_from(KEYS), st.sampled_from(LEAVES), max_size=4))
+    props = draw(st.dictionaries(st.sampled_from(KEYS), st.sampled_from(LEAVES), max_size=7))
     if props:
         s["properties"] = props
     req = draw(st.lists(st.sampled_from([*KEYS, "e"]), unique=True, max_size=3))
@@ -166,6 +166,23 @@ def test_duplicate_keys_are_sound(schema: dict[str, Any], members: list[list[tup
             assert v.is_valid(json.loads(text)), (schema, text)
 
 
+@pytest.fixture(scope="module")
+def vocab() -> Any:
+    return byte_vocabulary([b'":', b',"', b"true", b'{"'])
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(schema=object_schemas(), data=st.data())
+def test_matcher_walks_on_random_schemas_validate(schema: dict[str, Any], data: Any, vocab: Any) -> None:
+    """Random walks through grammarmask's own matcher (not lark) end in valid instances."""
+    if _parser(schema) is None:
+        return
+    compiled = JsonSchema(schema, property_order="any").compile(vocab)
+    for _ in range(3):
+        doc = data.draw(from_grammar(compiled, max_size=30))
+        assert validator(schema).is_valid(json.loads(doc)), (schema, doc)
+
+
 SCHEMAS = [
     {
         "type": "object",
@@ -189,11 +206,6 @@ SCHEMAS = [
         "additionalProperties": False,
     },
 ]
-
-
-@pytest.fixture(scope="module")
-def vocab() -> Any:
-    return byte_vocabulary([b'":', b',"', b"true", b'{"'])
 
 
 @pytest.mark.parametrize("schema", SCHEMAS)
