@@ -137,7 +137,9 @@ class JsonSchema(Grammar):
         )
 
     def __repr__(self) -> str:
-        return f"JsonSchema(<{len(self._key)} chars>, whitespace={self.options['whitespace']!r})"
+        order = self.options["property_order"]
+        tail = "" if order == "declared" else f", property_order={order!r}"
+        return f"JsonSchema(<{len(self._key)} chars>, whitespace={self.options['whitespace']!r}{tail})"
 
     def cache_key(self) -> Hashable | None:
         return self._key
