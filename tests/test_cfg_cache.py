@@ -73,13 +73,13 @@ def test_cached_masks_equal_fresh_masks(name: str, tekken: Any, tekken_tokenizer
 def test_shared_root_walks_are_translated(walk: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # Both grammars use common.lark's ESCAPED_STRING and SIGNED_NUMBER, at different state offsets.
     # A small vocabulary makes no lexeme state "broad"; the dense variants make every state broad.
-    from grammarmask.cfg import compiled, rootwalk
+    from grammarmask.cfg import rootwalk, shared
     from grammarmask.testing import byte_vocabulary
 
     if walk != "pruned":
         monkeypatch.setattr(rootwalk, "_BROAD_TOKENS", -1)
-        monkeypatch.setattr(compiled, "_BROAD_BELOW", -1)
-        monkeypatch.setattr(compiled, "_SMALL_FRONTIER", 0)
+        monkeypatch.setattr(shared, "_BROAD_BELOW", -1)
+        monkeypatch.setattr(shared, "_SMALL_FRONTIER", 0)
         monkeypatch.setattr(rootwalk, "_MAX_CLASSES", 256 if walk == "dense-class-trie" else 0)
 
     extra = [b'"a', b'b"', b'", "', b'12', b'-3.5', b'"}', b'":', b"  ", b'\\"']
@@ -139,14 +139,17 @@ def test_edited_root_walks_equal_full_walks_on_tekken(tekken: Any, tekken_tokeni
 
 
 @pytest.mark.parametrize("name", ["arithmetic.lark", "sql.lark"])
-def test_dense_walks_below_whitespace_equal_pruned_walks_on_tekken(name: str, tekken: Any, tekken_tokenizer: Any,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dense_walks_below_whitespace_equal_pruned_walks_on_tekken(
+    name: str, tekken: Any, tekken_tokenizer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # After ignored whitespace, a NAME or a number starts below the ' ' and '\t' nodes, over most of
     # the vocabulary: walked densely there. The masks must equal those of the pruned walks.
-    from grammarmask.cfg import compiled, rootwalk
+    from grammarmask.cfg import rootwalk, shared
 
-    docs = {"arithmetic.lark": "max(rate, 2.5) * (x + 17) - sqrt(y, n_items) % 3",
-            "sql.lark": "SELECT o.id, sum(o.price * o.qty) AS total FROM orders o WHERE qty IN (1, 2) LIMIT 5;"}
+    docs = {
+        "arithmetic.lark": "max(rate, 2.5) * (x + 17) - sqrt(y, n_items) % 3",
+        "sql.lark": "SELECT o.id, sum(o.price * o.qty) AS total FROM orders o WHERE qty IN (1, 2) LIMIT 5;",
+    }
     ids = list(tekken_tokenizer.encode(docs[name], bos=False, eos=False))
     dense = 0
     plain = rootwalk.RootWalk.walk_below
@@ -169,7 +172,7 @@ def test_dense_walks_below_whitespace_equal_pruned_walks_on_tekken(name: str, te
         return out
 
     with monkeypatch.context() as mp:
-        mp.setattr(compiled, "_BROAD_BELOW", 1 << 30)
+        mp.setattr(shared, "_BROAD_BELOW", 1 << 30)
         pruned = masks()
     assert dense == 0
     assert masks() == pruned
@@ -179,11 +182,11 @@ def test_dense_walks_below_whitespace_equal_pruned_walks_on_tekken(name: str, te
 def test_walkers_made_again_key_the_same_shared_walks(monkeypatch: pytest.MonkeyPatch) -> None:
     # One dense walker per vocabulary at a time: two grammars evict each other's walkers while the
     # shared walks stay, keyed by walk class; a walker made again must name its classes alike.
-    from grammarmask.cfg import compiled, rootwalk
+    from grammarmask.cfg import rootwalk, shared
     from grammarmask.testing import byte_vocabulary
 
     monkeypatch.setattr(rootwalk, "_BROAD_TOKENS", -1)
-    monkeypatch.setattr(compiled, "_SHARED_WALKERS", 1)
+    monkeypatch.setattr(shared, "_SHARED_WALKERS", 1)
     texts = ['start: "<" S ("<" S)*\nS: /[ab]{0,6}>/\n', 'start: "[" T ("," T)* "]"\nT: /[ab]{0,5};/\n']
     docs = [b"<ab><aaab><bbbbba>", b"[a;,abab;,bbbbb;]"]
     extra = [b"ab", b"ba", b"aa", b"bb", b"aab", b"bab", b",a", b"b>", b"a]", b"<a"]
@@ -205,6 +208,7 @@ def test_walkers_made_again_key_the_same_shared_walks(monkeypatch: pytest.Monkey
 def test_caches_stay_within_their_byte_budgets_and_exact(monkeypatch: pytest.MonkeyPatch) -> None:
     # Tiny budgets evict all the time; the masks must not change, and the caches must stay bounded.
     from grammarmask.cfg import compiled as cc
+    from grammarmask.cfg import shared as sh
     from grammarmask.testing import byte_vocabulary
 
     extra = [b'"a', b'b"', b'", "', b'12', b'-3.5', b'"}', b'":', b"  ", b'\\"', b"true", b"nu"]
@@ -216,7 +220,7 @@ def test_caches_stay_within_their_byte_budgets_and_exact(monkeypatch: pytest.Mon
         want.append(m.mask())
         m.advance(ch + 1)
 
-    monkeypatch.setattr(cc, "_SHARED_BYTES", 4096)
+    monkeypatch.setattr(sh, "_SHARED_BYTES", 4096)
     monkeypatch.setattr(cc, "_MASK_BYTES", 256)
     monkeypatch.setattr(cc, "_PARTS_BYTES", 256)
     vocab = byte_vocabulary(extra)

@@ -108,11 +108,11 @@ def test_dense_root_walks_match_oracle(name: str, by_class: bool, edits: bool,
     # Only big vocabularies make lexeme states "broad"; make every state broad (from the root and from
     # frontiers below a few nodes), on either trie, and compute each root walk in full or (whenever a
     # full walk of the terminal exists) as an edit of one.
-    from grammarmask.cfg import compiled, rootwalk
+    from grammarmask.cfg import rootwalk, shared
 
     monkeypatch.setattr(rootwalk, "_BROAD_TOKENS", -1)
-    monkeypatch.setattr(compiled, "_BROAD_BELOW", -1)
-    monkeypatch.setattr(compiled, "_SMALL_FRONTIER", 0)
+    monkeypatch.setattr(shared, "_BROAD_BELOW", -1)
+    monkeypatch.setattr(shared, "_SMALL_FRONTIER", 0)
     monkeypatch.setattr(rootwalk, "_MAX_CLASSES", 256 if by_class else 0)
     if edits:
         monkeypatch.setattr(rootwalk, "_DIFF_SHARE", 1)

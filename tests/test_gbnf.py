@@ -83,12 +83,12 @@ def test_non_greedy_terminals_in_dense_root_walks(name: str, by_class: bool, edi
     # GBNF terminals are non-greedy (no shadows); make every lexeme state "broad" so that the dense
     # root walk (on a class trie or on the byte trie, in full or as an edit of an earlier full walk)
     # computes them, and compare with the oracle.
-    from grammarmask.cfg import compiled, rootwalk
+    from grammarmask.cfg import rootwalk, shared
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(rootwalk, "_BROAD_TOKENS", -1)
-        mp.setattr(compiled, "_BROAD_BELOW", -1)
-        mp.setattr(compiled, "_SMALL_FRONTIER", 0)
+        mp.setattr(shared, "_BROAD_BELOW", -1)
+        mp.setattr(shared, "_SMALL_FRONTIER", 0)
         mp.setattr(rootwalk, "_MAX_CLASSES", 256 if by_class else 0)
         mp.setattr(rootwalk, "_DIFF_SHARE" if edits else "_BASES", 1 if edits else 0)
         _walk_against_regex(name, data)
