@@ -276,8 +276,8 @@ class ObjectBuilder:
         if not ordered_ok:
             try:
                 body = self.any_order(members, extra, lo, hi, deps, involved)
-            except OverflowError:
-                why = f"more than {MAX_TRACKED} required/dependentRequired keys to track in any order"
+            except OverflowError as e:
+                why = f"{e} for property_order='any'"
                 if c.strict:
                     c.unsupported("properties", ptr, why)
                 c.warnings.append(f"{why} (keyword 'properties' at {ptr or '/'}); kept in declared order")
@@ -372,7 +372,9 @@ class ObjectBuilder:
         else:
             tracked = [k for k in keys if k in req or k in involved]
         if len(tracked) > MAX_TRACKED:
-            raise OverflowError
+            raise OverflowError(
+                f"{len(tracked)} keys to track (required/dependentRequired), at most {MAX_TRACKED}"
+            )
         bits = {k: 1 << i for i, k in enumerate([*tracked, *(k for k in involved if k not in tracked)])}
         need_all = sum(bits[k] for k in req)
         # a present trigger needs its targets (a target that cannot have a value has a bit never set)
@@ -404,7 +406,10 @@ class ObjectBuilder:
                 return False
             return bin(present).count("1") + y >= lo
 
-        return self.machine((0, 0, 0), trans, accept, "o", ANY_MAX_STATES)
+        try:
+            return self.machine((0, 0, 0), trans, accept, "o", ANY_MAX_STATES)
+        except OverflowError:
+            raise OverflowError(f"more than {ANY_MAX_STATES} states (maxProperties {hi})") from None
 
     def literal_object(self, v: dict[str, Any]) -> str:
         """A const/enum object with ``property_order="any"``: its members in any order, each once.
