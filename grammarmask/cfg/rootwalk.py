@@ -231,8 +231,9 @@ class RootWalk:
         return got
 
     def _nearest_base(self, q: int, greedy: bool) -> _Base | None:
-        """The kept full walk whose first-level states differ from ``q``'s over the fewest tokens."""
-        best, cost = None, self.n_bits
+        """The kept full walk whose first-level states differ from ``q``'s over the fewest tokens, if
+        that is under a quarter of the vocabulary (a counted string parts at every first byte)."""
+        best, cost = None, self.n_bits // 4
         kids, weight = self._kids, self._kid_weight
         sq = self.table[q, self.label[kids]]
         for b in self._bases:
