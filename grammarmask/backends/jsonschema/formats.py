@@ -67,7 +67,6 @@ _RELATIVE = (
     f"(?:\\?{_QF})?(?:#{_QF})?"
 )
 URI_REFERENCE = f"(?:{URI}|{_RELATIVE})"
-BYTE = "(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?"  # base64 (OpenAPI "byte")
 
 FORMATS: dict[str, str] = {
     "date-time": DATE_TIME,
@@ -83,7 +82,6 @@ FORMATS: dict[str, str] = {
     "uri-reference": URI_REFERENCE,
     "iri": URI,
     "iri-reference": URI_REFERENCE,
-    "byte": BYTE,
 }
 
 
