@@ -24,6 +24,7 @@ from jsonschema.validators import validator_for
 
 from ...errors import GrammarError, UnsupportedSchemaError
 from . import objects
+from .anyorder import literal_object
 from .intersect import lark_regex
 from .keywords import ENFORCED, REFUSED, is_trivial, merge, normalize, refuse, types_of
 from .negation import complement
@@ -585,7 +586,7 @@ class Compiler:
             if not v:
                 return f'"{{" {w} "}}"'
             if self.any_order and len(v) > 1:
-                return self.objects.literal_object(v)
+                return literal_object(self.objects, v)
             members = f' {w} "," {w} '.join(
                 f'{regex_terminal(chr(34) + literal(k) + chr(34))} {w} ":" {w} {self.literal(x)}'
                 for k, x in v.items()

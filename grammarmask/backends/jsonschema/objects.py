@@ -3,8 +3,7 @@
 An object is its declared properties in schema order (each present or, if optional, skipped)
 followed by any further members the schema allows; an array is its items by position. Counting
 keywords (``minProperties``, ``maxItems``, ``minContains``, ...) become a counter in the state.
-With ``property_order="any"`` an object's members come in any order: the state is the set of
-tracked declared keys already present plus a capped member count (``ObjectBuilder.any_order``).
+With ``property_order="any"`` an object's members come in any order (:mod:`.anyorder`).
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 from jsonschema._utils import equal
 
 from ...errors import GrammarError, UnsupportedSchemaError
+from .anyorder import any_order
 from .intersect import ordered
 from .keyset import KeySetTooLarge, key_regex
 from .keywords import is_trivial
@@ -28,14 +28,6 @@ if TYPE_CHECKING:
 __all__ = ["ObjectBuilder"]
 
 MAX_STATES = 20000
-# property_order="any": the set of tracked keys is the state (2^t states, t <= MAX_TRACKED; more is
-# refused in strict mode, else kept in declared order); times a member count under maxProperties, at
-# most ANY_MAX_STATES. Lark text and compile time grow as t * 2^t: t = 10 is about 120 kB of rules
-# and 1.1 s to compile on tekken (t = 8: 0.2 s, t = 12: 5 s; docs/json_schema.md). Every declared
-# key is tracked (no key twice) when that costs at most DEDUPE_STATES.
-MAX_TRACKED = 10
-ANY_MAX_STATES = 4096
-DEDUPE_STATES = 32
 State = Hashable
 
 
@@ -275,7 +267,7 @@ class ObjectBuilder:
         ordered_ok = not c.any_order or len(members) + (extra is not None) <= 1
         if not ordered_ok:
             try:
-                body = self.any_order(members, extra, lo, hi, deps, involved)
+                body = any_order(self, members, extra, lo, hi, deps, involved)
             except OverflowError as e:
                 why = f"{e} for property_order='any'"
                 if c.strict:
@@ -336,96 +328,6 @@ class ObjectBuilder:
         except OverflowError:
             c.unsupported("maxProperties", ptr, "too many counting states for this object")
             return None
-
-    def any_order(
-        self,
-        members: list[tuple[str, bool, str]],
-        extra: str | None,
-        lo: int,
-        hi: int | None,
-        deps: dict[str, list[str]],
-        involved: list[str],
-    ) -> str | None:
-        """The members in any order, further members interleaved: an expression, "" or None.
-
-        State ``(present, k, y)``: ``present`` is a bit set of the tracked declared keys emitted
-        (a tracked key never comes twice), ``k`` the member count (capped at ``maxProperties``, else
-        at 1: is a separator due), ``y`` whether an untracked or further member came (kept only
-        under ``minProperties``).
-
-        Untracked keys may repeat. That is sound: ``json.loads`` keeps the last of duplicate keys
-        and every occurrence's value was validated against that key's schema, so the kept value
-        validates, and the key is present either way. Counting keywords count distinct keys:
-        ``required`` and ``dependentRequired`` keys are always tracked; ``maxProperties`` bounds the
-        members written (at least the distinct keys; equal for ``json.dumps`` output, which has no
-        duplicates); ``minProperties`` is checked against ``|present| + y``, a lower bound on the
-        distinct keys (untracked keys differ from tracked ones). That bound is exact when
-        ``minProperties`` is at most the required count + 1 (a valid instance with an untracked key
-        has all required ones); above that every declared key is tracked and, as in declared
-        order, further members count once (they may repeat).
-        Raises OverflowError past ``MAX_TRACKED`` tracked keys or ``ANY_MAX_STATES`` states.
-        """
-        keys = [k for _, _, k in members]
-        req = {k for _, r, k in members if r}
-        if lo > len(req) + 1 or 2 ** len(keys) <= max(DEDUPE_STATES, 2 ** len(req | set(involved))):
-            tracked = list(keys)
-        else:
-            tracked = [k for k in keys if k in req or k in involved]
-        if len(tracked) > MAX_TRACKED:
-            raise OverflowError(
-                f"{len(tracked)} keys to track (required/dependentRequired), at most {MAX_TRACKED}"
-            )
-        bits = {k: 1 << i for i, k in enumerate([*tracked, *(k for k in involved if k not in tracked)])}
-        need_all = sum(bits[k] for k in req)
-        # a present trigger needs its targets (a target that cannot have a value has a bit never set)
-        needs = [(bits[k], sum(bits[t] for t in deps[k] if t in bits)) for k in deps if k in tracked]
-        own = [(m, bits[k]) for m, _, k in members if k in tracked]
-        free = [m for m, _, k in members if k not in tracked] + ([extra] if extra is not None else [])
-        free_rule = (free[0] if len(free) == 1 else self.c.rule(" | ".join(free), "f")) if free else None
-        cap = hi if hi is not None else 1
-        fy = 1 if lo > 0 else 0
-
-        def trans(st: State) -> list[tuple[str, State]]:
-            present, k, y = cast(tuple[int, int, int], st)
-            if hi is not None and k >= hi:
-                return []
-            sep = '"," ' if k else ""
-            nk = min(k + 1, cap)
-            out: list[tuple[str, State]] = [
-                (sep + m, (present | b, nk, y)) for m, b in own if not present & b
-            ]
-            if free_rule is not None:
-                out.append((sep + free_rule, (present, nk, fy)))
-            return out
-
-        def accept(st: State) -> bool:
-            present, k, y = cast(tuple[int, int, int], st)
-            if k == 0 or present & need_all != need_all:
-                return False
-            if any(present & b and present & t != t for b, t in needs):
-                return False
-            return bin(present).count("1") + y >= lo
-
-        try:
-            return self.machine((0, 0, 0), trans, accept, "o", ANY_MAX_STATES)
-        except OverflowError:
-            raise OverflowError(f"more than {ANY_MAX_STATES} states (maxProperties {hi})") from None
-
-    def literal_object(self, v: dict[str, Any]) -> str:
-        """A const/enum object with ``property_order="any"``: its members in any order, each once.
-
-        Past ``MAX_TRACKED`` keys in written order (a documented narrowing)."""
-        c = self.c
-        w = c.ws
-        members = []
-        for k, x in v.items():
-            key = regex_terminal('"' + literal(k) + '"')
-            members.append((c.rule(f'{w} {key} {w} ":" {w} {c.literal(x)} {w}', "m"), True, k))
-        try:
-            body = self.any_order(members, None, 0, None, {}, [])
-        except OverflowError:
-            body = ' "," '.join(m for m, _, _ in members)
-        return c.rule(f'"{{" {body} "}}"', "l")
 
     def extras(
         self, pats: dict[str, Any], addl: Any, pnames: Any, taken: list[str], ptr: str, resolver: Any
