@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import random
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -98,6 +99,32 @@ def test_shared_root_walks_are_translated(walk: str, monkeypatch: pytest.MonkeyP
         assert m_shared.mask() == m_alone.mask(), text
 
 
+def _tekken_masks(make: Callable[[], Any], ids: list[int], tekken: Any) -> list[Mask]:
+    """The masks along ``ids`` of the grammar ``make()`` compiles, with no walk shared with earlier
+    tests."""
+    tekken.__dict__.pop("_cfg_root_walks", None)
+    m = make().matcher()
+    out = []
+    for t in ids:
+        out.append(m.mask())
+        m.advance(t)
+    return out
+
+
+def _counted(monkeypatch: pytest.MonkeyPatch, cls: type, name: str) -> list[int]:
+    """Count the calls of ``cls.name`` that return something (a one-item list, read after)."""
+    calls = [0]
+    plain = getattr(cls, name)
+
+    def counted(self: Any, *args: Any) -> Any:
+        got = plain(self, *args)
+        calls[0] += got is not None
+        return got
+
+    monkeypatch.setattr(cls, name, counted)
+    return calls
+
+
 def test_edited_root_walks_equal_full_walks_on_tekken(tekken: Any, tekken_tokenizer: Any,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     # Keys other than the declared names: every key prefix is a new state of the exclusion DFA, walked
@@ -110,32 +137,13 @@ def test_edited_root_walks_equal_full_walks_on_tekken(tekken: Any, tekken_tokeni
               "additionalProperties": {"type": "string"}}
     doc = '{"warrior": false, "druid": true, "dragon": "x", "deathkni": "y", "de": "", "priests": "z"}'
     ids = list(tekken_tokenizer.encode(doc, bos=False, eos=False))
-    edits = 0
-    plain = rootwalk.RootWalk._diff_walk
-
-    def counted(self: Any, base: Any, q: int) -> Any:
-        nonlocal edits
-        got = plain(self, base, q)
-        edits += got is not None
-        return got
-
-    monkeypatch.setattr(rootwalk.RootWalk, "_diff_walk", counted)
-
-    def masks() -> list[Mask]:
-        tekken.__dict__.pop("_cfg_root_walks", None)  # no walk shared with earlier tests
-        m = JsonSchema(schema)._compile(tekken).matcher()
-        out = []
-        for t in ids:
-            out.append(m.mask())
-            m.advance(t)
-        return out
-
+    edits = _counted(monkeypatch, rootwalk.RootWalk, "_diff_walk")
     with monkeypatch.context() as mp:
         mp.setattr(rootwalk, "_BASES", 0)
-        full = masks()
-    assert edits == 0
-    assert masks() == full
-    assert edits >= 5
+        full = _tekken_masks(lambda: JsonSchema(schema)._compile(tekken), ids, tekken)
+    assert edits == [0]
+    assert _tekken_masks(lambda: JsonSchema(schema)._compile(tekken), ids, tekken) == full
+    assert edits[0] >= 5
 
 
 @pytest.mark.parametrize("name", ["arithmetic.lark", "sql.lark"])
@@ -151,32 +159,15 @@ def test_dense_walks_below_whitespace_equal_pruned_walks_on_tekken(
         "sql.lark": "SELECT o.id, sum(o.price * o.qty) AS total FROM orders o WHERE qty IN (1, 2) LIMIT 5;",
     }
     ids = list(tekken_tokenizer.encode(docs[name], bos=False, eos=False))
-    dense = 0
-    plain = rootwalk.RootWalk.walk_below
-
-    def counted(self: Any, *args: Any) -> Any:
-        nonlocal dense
-        dense += 1
-        return plain(self, *args)
-
-    monkeypatch.setattr(rootwalk.RootWalk, "walk_below", counted)
-
-    def masks() -> list[Mask]:
-        tekken.__dict__.pop("_cfg_root_walks", None)  # no walk shared with earlier tests
-        with open(os.path.join(GRAMMARS, name), encoding="utf-8") as f:
-            m = Lark(f.read())._compile(tekken).matcher()
-        out = []
-        for t in ids:
-            out.append(m.mask())
-            m.advance(t)
-        return out
-
+    with open(os.path.join(GRAMMARS, name), encoding="utf-8") as f:
+        text = f.read()
+    dense = _counted(monkeypatch, rootwalk.RootWalk, "walk_below")
     with monkeypatch.context() as mp:
         mp.setattr(shared, "_BROAD_BELOW", 1 << 30)
-        pruned = masks()
-    assert dense == 0
-    assert masks() == pruned
-    assert dense >= 1
+        pruned = _tekken_masks(lambda: Lark(text)._compile(tekken), ids, tekken)
+    assert dense == [0]
+    assert _tekken_masks(lambda: Lark(text)._compile(tekken), ids, tekken) == pruned
+    assert dense[0] >= 1
 
 
 def test_walkers_made_again_key_the_same_shared_walks(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,14 +6,14 @@ out as rules by :meth:`.objects.ObjectBuilder.machine`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from .strings import literal, regex_terminal
 
 if TYPE_CHECKING:
     from .objects import ObjectBuilder, State
 
-__all__ = ["any_order", "literal_object"]
+__all__ = ["ObjectParts", "any_order", "literal_object"]
 
 # property_order="any": the set of tracked keys is the state (2^t states, t <= MAX_TRACKED; more is
 # refused in strict mode, else kept in declared order); times a member count under maxProperties, at
@@ -25,15 +25,18 @@ ANY_MAX_STATES = 4096
 DEDUPE_STATES = 32
 
 
-def any_order(
-ob: ObjectBuilder,
-    members: list[tuple[str, bool, str]],
-    extra: str | None,
-    lo: int,
-    hi: int | None,
-    deps: dict[str, list[str]],
-    involved: list[str],
-) -> str | None:
+class ObjectParts(NamedTuple):
+    """What an object's keywords leave for its member machine (declared or any order)."""
+
+    members: list[tuple[str, bool, str]]  # (rule, required, key) per declared key, in order
+    extra: str | None  # the rule of one further member, if any is allowed
+    lo: int  # minProperties
+    hi: int | None  # maxProperties
+    deps: dict[str, list[str]]  # dependentRequired
+    involved: list[str]  # the keys dependentRequired names
+
+
+def any_order(ob: ObjectBuilder, parts: ObjectParts) -> str | None:
     """The members in any order, further members interleaved: an expression, "" or None.
 
     State ``(present, k, y)``: ``present`` is a bit set of the tracked declared keys emitted
@@ -53,6 +56,7 @@ ob: ObjectBuilder,
     order, further members count once (they may repeat).
     Raises OverflowError past ``MAX_TRACKED`` tracked keys or ``ANY_MAX_STATES`` states.
     """
+    members, extra, lo, hi, deps, involved = parts
     keys = [k for _, _, k in members]
     req = {k for _, r, k in members if r}
     if lo > len(req) + 1 or 2 ** len(keys) <= max(DEDUPE_STATES, 2 ** len(req | set(involved))):
@@ -110,7 +114,7 @@ def literal_object(ob: ObjectBuilder, v: dict[str, Any]) -> str:
         key = regex_terminal('"' + literal(k) + '"')
         members.append((c.rule(f'{w} {key} {w} ":" {w} {c.literal(x)} {w}', "m"), True, k))
     try:
-        body = any_order(ob, members, None, 0, None, {}, [])
+        body = any_order(ob, ObjectParts(members, None, 0, None, {}, []))
     except OverflowError:
         body = ' "," '.join(m for m, _, _ in members)
     return c.rule(f'"{{" {body} "}}"', "l")

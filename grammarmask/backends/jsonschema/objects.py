@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 from jsonschema._utils import equal
 
 from ...errors import GrammarError, UnsupportedSchemaError
-from .anyorder import any_order
+from .anyorder import ObjectParts, any_order
 from .intersect import ordered
 from .keyset import KeySetTooLarge, key_regex
 from .keywords import is_trivial
@@ -260,6 +260,7 @@ class ObjectBuilder:
             k_term = regex_terminal('"' + literal(key) + '"')
             members.append((c.rule(f'{w} {k_term} {w} ":" {w} {val} {w}', "m"), req, key))
         extra = self.extras(pats, addl, pnames, declared + forbidden, ptr, resolver)
+        shape = ObjectParts(members, extra, lo, hi, deps, involved)
         alts = []
         if lo == 0 and not any(req for _, req, _ in members):
             alts.append(f'"{{" {w} "}}"')
@@ -267,7 +268,7 @@ class ObjectBuilder:
         ordered_ok = not c.any_order or len(members) + (extra is not None) <= 1
         if not ordered_ok:
             try:
-                body = any_order(self, members, extra, lo, hi, deps, involved)
+                body = any_order(self, shape)
             except OverflowError as e:
                 why = f"{e} for property_order='any'"
                 if c.strict:
@@ -275,23 +276,15 @@ class ObjectBuilder:
                 c.warnings.append(f"{why} (keyword 'properties' at {ptr or '/'}); kept in declared order")
                 ordered_ok = True
         if ordered_ok:
-            body = self.declared_order(members, extra, lo, hi, deps, involved, ptr)
+            body = self.declared_order(shape, ptr)
         if body:
             alts.append(f'"{{" {body} "}}"')
         return " | ".join(alts) if alts else c.empty(ptr, "no object fits the property constraints")
 
-    def declared_order(
-        self,
-        members: list[tuple[str, bool, str]],
-        extra: str | None,
-        lo: int,
-        hi: int | None,
-        deps: dict[str, list[str]],
-        involved: list[str],
-        ptr: str,
-    ) -> str | None:
+    def declared_order(self, parts: ObjectParts, ptr: str) -> str | None:
         """The members in declared order, then further members: an expression, "" or None."""
         c = self.c
+        members, extra, lo, hi, deps, involved = parts
         n = len(members)
         # d counts declared members, e further members. json.loads keeps one of duplicate keys, and
         # further keys may repeat, so only one further member counts towards minProperties.
