@@ -225,9 +225,9 @@ def test_matcher_walks_validate_and_orders_are_accepted(
     )
     order = data.draw(st.permutations(list(d)))
     text = json.dumps({k: d[k] for k in order})
-    if v.is_valid(d):
+    if v.is_valid(d) and not _narrowed(schema, d):
         assert_accepts(compiled, text)
-    else:
+    elif not v.is_valid(d):
         assert_rejects(compiled, text)
 
 
