@@ -161,3 +161,35 @@ def test_states_that_walk_alike_share_a_class() -> None:
     assert len({int(cls[s]) for s in states[:3]}) == 1
     assert len({int(cls[s]) for s in states}) == 4
     assert cls[dfa.run(dfa.start, b">")] not in {int(cls[s]) for s in states}
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), n=st.integers(2, 9), k=st.integers(1, 3), depth=st.integers(0, 4))
+def test_walk_classes_are_the_bounded_path_equivalence(data: st.DataObject, n: int, k: int, depth: int) -> None:
+    # Oracle by definition: two states share a class iff every path of at most `depth` symbols leads
+    # them to the same accepting state, or both to live or both to dead states (a walk does not read
+    # on from a state that cannot reach acceptance).
+    from grammarmask.cfg.rootwalk import walk_classes
+
+    table = np.array(data.draw(st.lists(st.lists(st.integers(0, n - 1), min_size=k, max_size=k),
+                                        min_size=n, max_size=n)), dtype=np.int32)
+    table[0] = 0
+    acc = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)))
+    live = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)))
+    acc[0] = live[0] = False
+
+    def outcomes(s: int) -> tuple[object, ...]:
+        out: list[object] = []
+        for path in itertools.chain.from_iterable(itertools.product(range(k), repeat=d)
+                                                  for d in range(depth + 1)):
+            q = s
+            for c in path:
+                q = int(table[q, c]) if live[q] else 0
+            out.append(("acc", q) if acc[q] else bool(live[q]))
+        return tuple(out)
+
+    cls = walk_classes(table, acc, live, depth)
+    sig = [outcomes(s) for s in range(n)]
+    for i in range(n):
+        for j in range(n):
+            assert (cls[i] == cls[j]) == (sig[i] == sig[j]), (i, j)

@@ -41,7 +41,7 @@ _BROAD_TOKENS = 8192  # a lexeme state whose first bytes start more tokens than 
 _MAX_CLASSES = 12  # more classes compress the trie too little to pay for building a class trie
 _BASES = 2  # full walks kept per walker to edit into the walks of nearby states
 _DIFF_SHARE = 8  # an edit that visits more than 1/8 of the trie's nodes gives way to a full walk
-_REFINE_WORK = 1 << 24  # table cells x rounds above which walk classes are not computed
+_REFINE_CELLS = 1 << 22  # a class-reduced table bigger than this gets one walk class per state
 
 
 #: a close: (closing state, mask words of the tokens ending exactly there, the frontier's
@@ -92,29 +92,53 @@ def walk_classes(table: npt.NDArray[np.int32], acc: npt.NDArray[np.bool_], reacc
     path of at most ``depth`` bytes (no token is longer) leads both to the same accepting state, or
     both to states that can or both to states that cannot still reach one. A string of at most 1,000
     characters counts in its states, but all those more than ``depth`` characters from the limit
-    walk alike. Bounded Moore refinement; tables too big for it get one class per state. A class
-    is named by its smallest state."""
-    n = int(table.shape[0])
-    if n * (table.shape[1] + 1) * depth > _REFINE_WORK:
+    walk alike. A class is named by its smallest state.
+
+    Bounded Moore refinement, ``depth`` rounds, each splitting classes by their members' successor
+    classes. Only the predecessors of states relabelled in the last round are looked at again: a
+    class keeps its label for its largest part, or for the members none of whose successors was
+    relabelled (their keys are unchanged), so a counter costs a few states per round, not all.
+    Tables of more than ``_REFINE_CELLS`` cells get one class per state."""
+    n, k = int(table.shape[0]), int(table.shape[1])
+    if n * k > _REFINE_CELLS:
         return np.arange(n, dtype=np.int64)
     # round 0: an accepting state is itself; the others are told apart by whether they can go on
-    ids = np.where(acc, np.arange(n) + 2, reaccept.astype(np.int64))
-    ids[0] = 0
-    classes = len(np.unique(ids))
-    dead = ~reaccept  # a walk does not read on from these
+    labels = np.where(acc, np.arange(n) + 2, reaccept.astype(np.int64))
+    labels[0] = 0
+    live = np.where(reaccept[:, None], table, 0).astype(np.int64)  # a walk does not read on from the rest
+    # predecessors (CSR by target) along live edges
+    pairs = np.unique(live.ravel() * n + np.repeat(np.arange(n, dtype=np.int64), k))
+    pred = pairs % n
+    ptr = np.searchsorted(pairs // n, np.arange(n + 1))
+    fresh = int(labels.max()) + 1
+    cand = np.arange(n, dtype=np.int64)
     for _ in range(depth):
-        succ = ids[table]
-        succ[dead] = 0
-        new = row_ids(np.concatenate([ids[:, None], succ], axis=1))
-        count = int(new.max()) + 1
-        if count == classes:
+        if not cand.size:
             break
-        ids, classes = new, count
-    # name each class by its smallest state: the ids above depend on hash coefficients, and a key
-    # into the shared walks must not change when the walker is made again
-    first = np.full(int(ids.max()) + 1, n, dtype=np.int64)
-    np.minimum.at(first, ids, np.arange(n, dtype=np.int64))
-    named: I64 = first[ids]
+        old = labels[cand]
+        gid = row_ids(np.concatenate([old[:, None], labels[live[cand]]], axis=1))
+        g_old = np.zeros(int(gid.max()) + 1, dtype=np.int64)
+        g_old[gid] = old
+        g_size = np.bincount(gid)
+        others = np.bincount(labels, minlength=fresh) - np.bincount(old, minlength=fresh)
+        # the group that keeps its class's label: the largest, if every member was a candidate
+        order = np.lexsort((-g_size, g_old))
+        first = order[np.r_[True, g_old[order][1:] != g_old[order][:-1]]]
+        keep = np.zeros(g_size.size, dtype=bool)
+        keep[first[others[g_old[first]] == 0]] = True
+        g_new = np.where(keep, g_old, 0)
+        g_new[~keep] = fresh + np.arange(int((~keep).sum()))
+        fresh += int((~keep).sum())
+        new = g_new[gid]
+        moved = cand[new != old]
+        labels[cand] = new
+        lo, hi = ptr[moved], ptr[moved + 1]
+        cand = np.unique(pred[_ranges(lo, hi)])
+    # name each class by its smallest state (a key into the shared walks must not depend on the
+    # order labels were handed out in)
+    first_state = np.full(fresh, n, dtype=np.int64)
+    np.minimum.at(first_state, labels, np.arange(n, dtype=np.int64))
+    named: I64 = first_state[labels]
     return named
 
 
