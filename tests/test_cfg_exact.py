@@ -165,7 +165,9 @@ def test_states_that_walk_alike_share_a_class() -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(data=st.data(), n=st.integers(2, 9), k=st.integers(1, 3), depth=st.integers(0, 4))
-def test_walk_classes_are_the_bounded_path_equivalence(data: st.DataObject, n: int, k: int, depth: int) -> None:
+def test_walk_classes_are_the_bounded_path_equivalence(
+    data: st.DataObject, n: int, k: int, depth: int
+) -> None:
     # Oracle by definition: two states share a class iff every path of at most `depth` symbols leads
     # them to the same accepting state, or both to live or both to dead states (a walk does not read
     # on from a state that cannot reach acceptance).
