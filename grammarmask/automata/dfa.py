@@ -147,10 +147,17 @@ def row_ids(mat: npt.NDArray[np.integer]) -> npt.NDArray[np.int64]:
     return inverse.reshape(-1).astype(np.int64)
 
 
+def class_reps(classes: npt.NDArray[np.integer], k: int) -> npt.NDArray[np.intp]:
+    """The first byte of each of the ``k`` byte classes: ``t[:, class_reps(...)]`` reads a transition
+    table by class."""
+    reps = np.zeros(k, dtype=np.intp)
+    reps[classes[::-1]] = np.arange(255, -1, -1)
+    return reps
+
+
 def _reduced(t: IntArray) -> tuple[IntArray, npt.NDArray[np.int32], npt.NDArray[np.intp]]:
     classes, k = column_classes(t)
-    reps = np.zeros(k, dtype=np.intp)
-    reps[classes[::-1]] = np.arange(255, -1, -1)  # first byte of each class
+    reps = class_reps(classes, k)
     return t[:, reps], classes, reps
 
 
@@ -284,9 +291,7 @@ def minimize_acyclic(
 ) -> DFA:
     """Minimise a trimmed acyclic DFA (dead state 0) level by level of height (Revuz 1992):
     equivalent states have equal heights, and a state's class depends only on lower levels."""
-    reps = np.zeros(int(classes.max()) + 1, dtype=np.intp)
-    reps[classes[::-1]] = np.arange(255, -1, -1)
-    red = table[:, reps]
+    red = table[:, class_reps(classes, int(classes.max()) + 1)]
     n = table.shape[0]
     cls_of = np.zeros(n, dtype=np.int64)  # dead state keeps class 0
     order = np.argsort(height[1:], kind="stable") + 1

@@ -56,6 +56,17 @@ def _can_reach(table: npt.NDArray[np.int32], acc: npt.NDArray[np.bool_], src: np
     return seen
 
 
+def reaccepting(table: npt.NDArray[np.int32], acc: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+    """Per state of a transition table with dead state 0: whether a non-empty path from it reaches
+    an accepting state."""
+    src, byte = np.nonzero(table)
+    reaches = _can_reach(table, acc, src, byte)
+    out = np.zeros(table.shape[0], dtype=bool)
+    np.logical_or.at(out, src, reaches[table[src, byte]])
+    out[0] = False
+    return out
+
+
 class LexerTables:
     """The combined terminal DFAs of ``cfg`` and cached reachability facts about them."""
 
@@ -94,12 +105,7 @@ class LexerTables:
         self.acc_list: list[bool] = acc.tolist()
         self.term_list: list[int] = term_of.tolist()
         # reaccept[s]: a non-empty path from s reaches an accepting state (else a shadow in s is harmless).
-        src, byte = np.nonzero(table)
-        reaches = _can_reach(table, acc, src, byte)
-        succ_any = np.zeros(total, dtype=bool)
-        np.logical_or.at(succ_any, src, reaches[table[src, byte]])
-        succ_any[0] = False
-        self.reaccept: list[bool] = succ_any.tolist()
+        self.reaccept: list[bool] = reaccepting(table, acc).tolist()
         #: first_bits[s]: the bytes that keep state s alive, as an int bitset
         raw = np.packbits(table != 0, axis=1, bitorder="little").tobytes()
         self.first_bits: list[int] = [

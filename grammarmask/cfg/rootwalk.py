@@ -26,10 +26,10 @@ import numpy as np
 import numpy.typing as npt
 
 from ..automata import DFA
-from ..automata.dfa import row_ids
+from ..automata.dfa import class_reps, row_ids
 from ..index import _ranges, class_trie
 from ..vocab import Vocabulary
-from .lexer import _can_reach
+from .lexer import reaccepting
 from .walk import trie_arrays
 
 __all__ = ["RootWalk", "broad_states"]
@@ -78,10 +78,9 @@ def _by_state(states: npt.NDArray[np.int32]) -> dict[int, I64]:
 def broad_states(vocab: Vocabulary, dfa: DFA) -> npt.NDArray[np.bool_]:
     """Per DFA state: whether the tokens that can start a lexeme there are many enough for the dense
     pass to beat a pruned walk."""
-    trie = vocab.trie
-    kids = np.arange(int(trie.child_lo[0]), int(trie.child_hi[0]))
-    under = (trie.sub_hi[kids] - trie.sub_lo[kids]).astype(np.int64)
-    counts = (dfa.transitions[:, trie.byte[kids].astype(np.intp)] != 0) @ under
+    ta = trie_arrays(vocab)
+    kids = np.arange(int(ta.child_lo[0]), int(ta.child_hi[0]))
+    counts = (dfa.transitions[:, ta.byte[kids]] != 0) @ ta.sub_count[kids]
     broad: npt.NDArray[np.bool_] = counts > _BROAD_TOKENS
     return broad
 
@@ -148,14 +147,9 @@ def _walk_classes_of(dfa: DFA, depth: int) -> I64:
     terminals of different grammars share one DFA object)."""
     tr = np.asarray(dfa.transitions, dtype=np.int32)
     classes, k = dfa.byte_classes()
-    reps = np.zeros(k, dtype=np.intp)
-    reps[classes[::-1]] = np.arange(255, -1, -1)
     acc = np.asarray(dfa.accepting, dtype=bool)
-    src, byte = np.nonzero(tr)
-    reaches = _can_reach(tr, acc, src, byte)
-    reaccept = np.zeros(tr.shape[0], dtype=bool)
-    np.logical_or.at(reaccept, src, reaches[tr[src, byte]])
-    return walk_classes(np.ascontiguousarray(tr[:, reps]), acc, reaccept, depth)
+    reaccept = reaccepting(tr, acc)
+    return walk_classes(np.ascontiguousarray(tr[:, class_reps(classes, k)]), acc, reaccept, depth)
 
 
 class RootWalk:
@@ -171,17 +165,15 @@ class RootWalk:
         self.n_bits = vocab.n_words * 32
         tr = np.asarray(dfa.transitions, dtype=np.int32)
         self._tr = tr  # the byte-level table, for walks below a node (always on the byte trie)
-        self._ta = trie_arrays(vocab)
+        self._ta = ta = trie_arrays(vocab)
         classes, k = dfa.byte_classes()
-        reps = np.zeros(k, dtype=np.intp)
-        reps[classes[::-1]] = np.arange(255, -1, -1)  # a byte of each class
-        by_class_table = np.ascontiguousarray(tr[:, reps])  # [s, c]: the state after a byte of class c
         #: walk_class[s]: equal for two states whose walks are equal (see :func:`walk_classes`)
-        self.walk_class = _walk_classes_of(dfa, int(vocab.trie.level_lo.shape[0]))
+        self.walk_class = _walk_classes_of(dfa, int(ta.level_lo.shape[0]))
         self.by_class = k <= _MAX_CLASSES
         if self.by_class:
             self.ct = class_trie(vocab, classes, k)
-            self.table = by_class_table
+            # table[s, c]: the state after a byte of class c
+            self.table = np.ascontiguousarray(tr[:, class_reps(classes, k)])
             self.parent = self.ct.parent
             self.level_lo = self.ct.level_lo
             self.label = self.ct.cls.astype(np.int64)
@@ -189,19 +181,18 @@ class RootWalk:
             n = min(self.n_bits, self.ct.tok_node.shape[0])
             tok_node[:n] = self.ct.tok_node[:n]
             self.tok_node = tok_node
-            self.trie_byte = trie_arrays(vocab).byte
+            self.trie_byte = ta.byte
             self.ch_lo, self.ch_hi = self.ct.ch_lo, self.ct.ch_hi
             self.tok_lo, self.tok_hi = self.ct.tok_ptr[:-1], self.ct.tok_ptr[1:]
             self.tok_ids = self.ct.tok_ids.astype(np.int64)
             under = self.ct.sub_count
         else:
             self.table = tr
-            ta = trie_arrays(vocab)
             self.parent, self.level_lo, self.label = ta.parent, ta.level_lo, ta.byte
             self.tok_node = ta.tok_node
             self.ch_lo, self.ch_hi = ta.child_lo, ta.child_hi
             self.tok_lo, self.tok_hi, self.tok_ids = ta.tok_lo, ta.tok_hi, ta.tokens
-            under = (vocab.trie.sub_hi - vocab.trie.sub_lo).astype(np.int64)
+            under = ta.sub_count
         self.n_nodes = int(self.parent.shape[0])
         self._real: tuple[I64, I64] | None = None
         self._kids = np.arange(int(self.level_lo[1]), int(self.level_lo[2]))  # the root's children
