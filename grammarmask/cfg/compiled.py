@@ -30,7 +30,6 @@ __all__ = ["CompiledCfg"]
 Config = tuple[EarleySet, tuple[int, ...], tuple[int, ...], bool]
 State = tuple[Config, ...]
 Words = npt.NDArray[np.uint32]
-I64 = npt.NDArray[np.int64]
 
 _ROOT_LIMIT = 4096
 _MASK_LIMIT = 2048

@@ -109,8 +109,6 @@ class Compiler:
         self.inline: list[str] = []
         self.reasons: list[str] = []
         self.warnings: list[str] = []
-        self.long: dict[tuple[int, int], str] = {}
-        self.chunks: dict[tuple[int, int], str] = {}
         self.isect: dict[str, tuple[str, ...]] = {}  # intersection terminals: name -> parts
         # One nullable rule, not `_W?` inline: lark expands every `x?` in a rule into two alternatives,
         # so k optional gaps made 2^k alternatives (2,053 rules for one schema, 9 with the rule).

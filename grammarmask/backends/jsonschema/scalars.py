@@ -28,6 +28,7 @@ class ScalarBuilder:
 
     def __init__(self, c: Compiler) -> None:
         self.c = c
+        self._long: dict[tuple[int, int], str] = {}  # long_string rules by (lo, hi)
         self._chunks: dict[tuple[int, int, bool], str] = {}
 
     def number(self, s: dict[str, Any], integer: bool, ptr: str) -> str | None:
@@ -191,8 +192,8 @@ class ScalarBuilder:
         more than a token's length from its end all walk alike (see cfg.rootwalk.walk_classes), so
         most of a long string is masked from one shared walk.
         """
-        if (lo, hi) in self.c.long:
-            return self.c.long[(lo, hi)]
+        if (lo, hi) in self._long:
+            return self._long[(lo, hi)]
         k_max = -(-hi // CHUNK)
         last = hi - CHUNK * (k_max - 1)
         rest = self.chunk(lo if k_max == 1 else 0, last, closing=True)
@@ -200,8 +201,8 @@ class ScalarBuilder:
         for i in range(k_max - 2, -1, -1):  # what may follow i full chunks
             closing = self.chunk(lo if i == 0 else 0, CHUNK, closing=True)
             rest = self.c.rule(f"{full} {rest} | {closing}", "c")
-        self.c.long[(lo, hi)] = self.c.rule(f'"\\"" {rest}', "q")
-        return self.c.long[(lo, hi)]
+        self._long[(lo, hi)] = self.c.rule(f'"\\"" {rest}', "q")
+        return self._long[(lo, hi)]
 
     def chunk(self, lo: int, hi: int, *, closing: bool = False) -> str:
         """A rule for one chunk lexeme of lo..hi characters, with the closing quote if ``closing``
