@@ -20,7 +20,8 @@ class Unsupported(Exception):
 
 
 class Engine:
-    """Base adapter. Subclasses set ``name`` and implement ``compile``, ``start``, ``fill`` and ``advance``.
+    """Base adapter. Subclasses set ``name`` and implement ``prepare``, ``compile``, ``start``, ``fill``
+    and ``advance``.
 
     ``token_bytes[i]`` is token i's bytes (b"" for special tokens), ``eos`` the EOS id, ``size`` the
     vocabulary size, ``encode`` the real tokenizer (text -> ids); ``words`` is the shared
@@ -43,6 +44,10 @@ class Engine:
         self.specials = specials
         self.size = size
         self.words = np.zeros((1, (size + 31) // 32), dtype=np.int32)
+        self.prepare()
+
+    def prepare(self) -> None:
+        """The engine's vocabulary preprocessing (timed apart by the harness)."""
 
     def compile(self, kind: str, source: Any) -> Any:
         """The compiled grammar for ``kind``/``source`` (raise ``Unsupported`` or any error on refusal)."""

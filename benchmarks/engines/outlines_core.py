@@ -4,7 +4,6 @@ through its ``build_regex_from_schema``; no CFG front end."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 import outlines_core as oc
@@ -17,21 +16,13 @@ from . import Engine, Unsupported
 class OutlinesCoreEngine(Engine):
     name = "outlines_core"
 
-    def __init__(
-        self,
-        token_bytes: list[bytes],
-        eos: int,
-        specials: list[int],
-        size: int,
-        encode: Callable[[str], list[int]] | None = None,
-    ) -> None:
-        super().__init__(token_bytes, eos, specials, size, encode)
-        sp = set(specials) | {eos}
+    def prepare(self) -> None:
+        sp = set(self.specials) | {self.eos}
         groups: dict[bytes, list[int]] = {}
-        for i, b in enumerate(token_bytes):
+        for i, b in enumerate(self.token_bytes):
             if i not in sp and b:
                 groups.setdefault(b, []).append(i)
-        self.vocab = oc.Vocabulary(eos, groups)
+        self.vocab = oc.Vocabulary(self.eos, groups)
 
     def compile(self, kind: str, source: Any) -> Any:
         if kind == "labels":

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -16,18 +15,12 @@ from . import Engine, Unsupported
 class XGrammarEngine(Engine):
     name = "xgrammar"
 
-    def __init__(
-        self,
-        token_bytes: list[bytes],
-        eos: int,
-        specials: list[int],
-        size: int,
-        encode: Callable[[str], list[int]] | None = None,
-    ) -> None:
-        super().__init__(token_bytes, eos, specials, size, encode)
-        info = xgr.TokenizerInfo(list(token_bytes), xgr.VocabType.RAW, vocab_size=size, stop_token_ids=[eos])
+    def prepare(self) -> None:
+        info = xgr.TokenizerInfo(
+            list(self.token_bytes), xgr.VocabType.RAW, vocab_size=self.size, stop_token_ids=[self.eos]
+        )
         self.compiler = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)
-        self.bitmask = xgr.allocate_token_bitmask(1, size)
+        self.bitmask = xgr.allocate_token_bitmask(1, self.size)
         self.words = self.bitmask.numpy()  # shares memory with the torch tensor
 
     def compile(self, kind: str, source: Any) -> Any:
