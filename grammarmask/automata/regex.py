@@ -349,18 +349,18 @@ class _Builder:
         """
         nfa = self.nfa
         nodes: dict[tuple[tuple[int, int], ...], int] = {(): end}
-
-        def node(suffix: tuple[tuple[int, int], ...]) -> int:
-            n = nodes.get(suffix)
-            if n is None:
-                nxt = node(suffix[1:])
-                n = nfa.new_state()
-                nfa.add_range(n, suffix[0][0], suffix[0][1], nxt)
-                nodes[suffix] = n
-            return n
-
         for seq in _sequences(ranges):
-            nfa.add_range(start, seq[0][0], seq[0][1], node(seq[1:]))
+            suffix = seq[1:]
+            i = 0
+            while suffix[i:] not in nodes:  # the longest suffix with a state already
+                i += 1
+            n = nodes[suffix[i:]]
+            for j in range(i - 1, -1, -1):  # states for the longer ones, shortest first
+                lo, hi = suffix[j]
+                n2 = nfa.new_state()
+                nfa.add_range(n2, lo, hi, n)
+                n = nodes[suffix[j:]] = n2
+            nfa.add_range(start, seq[0][0], seq[0][1], n)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -79,6 +79,8 @@ class EarleyGrammar:
         ``own[Z]``: the dots of ``Z``'s rules at their start or past a prefix of nullable symbols
         (Aycock-Horspool); ``reach[Z]``: every nonterminal predicted along with ``Z``;
         ``own_scan[Z]`` / ``own_wait[Z]``: those dots keyed by the terminal / nonterminal they expect.
+        The tables are tuples of ints, which the garbage collector stops tracking: as lists they were
+        most of a compiled grammar's objects, and every full collection walked them all.
         """
         nxt, nullable = self.next_sym, self.nullable
         own: list[list[int]] = []
@@ -90,10 +92,10 @@ class EarleyGrammar:
                     d += 1
                     dots.append(d)
             own.append(dots)
-        self.own_scan: list[list[tuple[int, int]]] = [
-            [(~s, d) for d in dots if (s := nxt[d]) is not None and s < 0] for dots in own]
-        self.own_wait: list[list[tuple[int, int]]] = [
-            [(s, d) for d in dots if (s := nxt[d]) is not None and s >= 0] for dots in own]
+        self.own_scan: list[tuple[tuple[int, int], ...]] = [
+            tuple([(~s, d) for d in dots if (s := nxt[d]) is not None and s < 0]) for dots in own]
+        self.own_wait: list[tuple[tuple[int, int], ...]] = [
+            tuple([(s, d) for d in dots if (s := nxt[d]) is not None and s >= 0]) for dots in own]
         reach: list[tuple[int, ...]] = []
         for z in range(n):
             seen = {z}
@@ -108,8 +110,8 @@ class EarleyGrammar:
         self.reach = reach
         self.reach_set = [frozenset(r) for r in reach]
         # Whole-closure contributions, for predictions that overlap nothing predicted yet.
-        self.pred_scan: list[list[tuple[int, list[int]]]] = []
-        self.pred_wait: list[list[tuple[int, list[int]]]] = []
+        self.pred_scan: list[tuple[tuple[int, tuple[int, ...]], ...]] = []
+        self.pred_wait: list[tuple[tuple[int, tuple[int, ...]], ...]] = []
         for z in range(n):
             sc: dict[int, list[int]] = {}
             wt: dict[int, list[int]] = {}
@@ -118,8 +120,8 @@ class EarleyGrammar:
                     sc.setdefault(t, []).append(d)
                 for w, d in self.own_wait[y]:
                     wt.setdefault(w, []).append(d)
-            self.pred_scan.append(list(sc.items()))
-            self.pred_wait.append(list(wt.items()))
+            self.pred_scan.append(tuple([(t, tuple(d)) for t, d in sc.items()]))
+            self.pred_wait.append(tuple([(w, tuple(d)) for w, d in wt.items()]))
 
     def initial(self) -> EarleySet:
         """``E_0``: the predictions of the start symbol."""

@@ -79,8 +79,12 @@ def intersection_dfa(parts: tuple[str, ...]) -> DFA:
         for d in neg:
             out = difference(out, d, max_states=MAX_STATES)
     except GrammarError as e:  # too many states while determinising or in the product
-        raise TooLarge(str(e)) from None
-    return out
+        why = str(e)
+    else:
+        return out
+    # raised outside the handler: ``e``'s traceback holds the frames of the failed construction,
+    # and a raise inside the handler would tie them into a reference cycle that outlives the call
+    raise TooLarge(why)
 
 
 def compile_cfg(text: str, parts: dict[str, tuple[str, ...]]) -> Any:
