@@ -72,6 +72,7 @@ class _Lru(OrderedDict[Any, Any]):
 
 _SHARED_BYTES = 128 << 20  # per vocabulary: root walks shared by every grammar
 _SHARED_WALKERS = 16  # per vocabulary: dense root walkers (a few MB each)
+_NARROW_KEYS = 1 << 16  # per vocabulary: terminals known to need no dense walker (a digest each)
 _shared_lock = threading.Lock()
 
 
@@ -82,18 +83,28 @@ class _SharedWalks:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.entries = _Lru(sys.maxsize, _SHARED_BYTES)
-        self.walkers: OrderedDict[bytes, RootWalk | None] = OrderedDict()
+        self.walkers: OrderedDict[bytes, RootWalk] = OrderedDict()
+        #: the terminals found to have no broad state (no dense walker): kept apart, so that a grammar
+        #: with many narrow terminals (object keys) does not evict the walkers of the broad ones
+        self.narrow: set[bytes] = set()
 
     def walker(self, key: bytes, make: Callable[[], RootWalk | None]) -> RootWalk | None:
         with self.lock:
+            if key in self.narrow:
+                return None
             if key in self.walkers:
                 self.walkers.move_to_end(key)
                 return self.walkers[key]
         got = make()
         with self.lock:
-            self.walkers[key] = got
-            while len(self.walkers) > _SHARED_WALKERS:
-                self.walkers.popitem(last=False)
+            if got is None:
+                if len(self.narrow) >= _NARROW_KEYS:
+                    self.narrow.clear()
+                self.narrow.add(key)
+            else:
+                self.walkers[key] = got
+                while len(self.walkers) > _SHARED_WALKERS:
+                    self.walkers.popitem(last=False)
         return got
 
 
