@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import GrammarError
 from .formats import FORMATS, enforced_format, format_width
-from .intersect import TooLarge, intersection_dfa, terminal_name
+from .intersect import MAX_STATES, TooLarge, intersection_dfa, terminal_name
 from .keyset import KeySetTooLarge, key_regex
 from .multiples import decimal_multiple_regex
 from .numbers import NON_INTEGER, number_regex
@@ -144,6 +144,12 @@ class ScalarBuilder:
         keyword = "maxLength" if "maxLength" in s else "minLength" if "minLength" in s else "pattern"
         if excluded:
             self.c.unsupported("not", ptr, "excluding string values from a constrained string")
+        lo, hi = int(s.get("minLength", 0)), s.get("maxLength")
+        if max(lo, int(hi or 0)) >= MAX_STATES and plain_string(lo, None if hi is None else int(hi)) in extra:
+            # the length automaton alone needs a state per count (n+1 for n characters), so the
+            # product is refused: said at once instead of after building most of it (seconds)
+            self.c.unsupported(keyword, ptr, "these constraints together: product automaton too large")
+            return regex_terminal(f'"{body}"')
         parts = tuple(sorted({f'"{r}"' for r in (body, *extra)}))
         return self.intersection_terminal(parts, keyword, ptr, regex_terminal(f'"{body}"'))
 
