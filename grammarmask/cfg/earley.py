@@ -78,9 +78,10 @@ class EarleyGrammar:
 
         ``own[Z]``: the dots of ``Z``'s rules at their start or past a prefix of nullable symbols
         (Aycock-Horspool); ``reach[Z]``: every nonterminal predicted along with ``Z``;
-        ``own_scan[Z]`` / ``own_wait[Z]``: those dots keyed by the terminal / nonterminal they expect.
-        The tables are tuples of ints, which the garbage collector stops tracking: as lists they were
-        most of a compiled grammar's objects, and every full collection walked them all.
+        ``own_scan[Z]`` / ``own_wait[Z]``: those dots keyed by the terminal / nonterminal they expect,
+        as items predicted in the set being built (see :data:`Item`). The tables are tuples of ints,
+        which the garbage collector stops tracking: as lists they were most of a compiled grammar's
+        objects, and every full collection walked them all.
         """
         nxt, nullable = self.next_sym, self.nullable
         own: list[list[int]] = []
@@ -93,9 +94,9 @@ class EarleyGrammar:
                     dots.append(d)
             own.append(dots)
         self.own_scan: list[tuple[tuple[int, int], ...]] = [
-            tuple([(~s, d) for d in dots if (s := nxt[d]) is not None and s < 0]) for dots in own]
+            tuple([(~s, d << _SHIFT) for d in dots if (s := nxt[d]) is not None and s < 0]) for dots in own]
         self.own_wait: list[tuple[tuple[int, int], ...]] = [
-            tuple([(s, d) for d in dots if (s := nxt[d]) is not None and s >= 0]) for dots in own]
+            tuple([(s, d << _SHIFT) for d in dots if (s := nxt[d]) is not None and s >= 0]) for dots in own]
         reach: list[tuple[int, ...]] = []
         for z in range(n):
             seen = {z}
@@ -128,7 +129,12 @@ class EarleyGrammar:
         return EarleySet(self, 0, (), predict=self.start)
 
 
-Item = tuple[int, "EarleySet | None"]  # (dot, origin set); None: predicted here (origin = this set)
+#: An item ``(dot, origin)`` as one int: ``dot << _SHIFT | k``, where ``k`` is 0 for an item predicted
+#: in its own set, else the origin set is ``origins[k - 1]`` of the set that holds the item. Ints, not
+#: tuples that point at sets: the collector does not track them (a chart is tens of thousands of items).
+Item = int
+_SHIFT = 32
+_SLOT = (1 << _SHIFT) - 1
 
 
 class EarleySet:
@@ -139,14 +145,17 @@ class EarleySet:
     into; a set nothing refers to any more is freed by reference counting.
     """
 
-    __slots__ = ("g", "index", "waiting", "scan", "allowed", "accepting", "predicted", "sig", "size",
-                 "reach", "odepth", "_next", "_leo", "memo", "__weakref__")
+    __slots__ = ("g", "index", "waiting", "scan", "origins", "allowed", "accepting", "predicted", "sig",
+                 "size", "reach", "odepth", "_next", "_leo", "memo", "__weakref__")
 
     waiting: dict[int, tuple[Item, ...]]
     scan: dict[int, tuple[Item, ...]]
+    #: the origin sets of this set's items (see :data:`Item`)
+    origins: tuple[EarleySet, ...]
     allowed: frozenset[int]
     accepting: bool
-    predicted: frozenset[int]
+    #: the nonterminals predicted here, sorted
+    predicted: tuple[int, ...]
     sig: int
     #: number of items besides the predictions (a diagnostic: Leo keeps it flat on right recursion)
     size: int
@@ -160,7 +169,7 @@ class EarleySet:
         self.g = g
         self.index = index
         self._next: dict[int, Any] = {}
-        self._leo: dict[int, tuple[Item | None, int, int]] = {}
+        self._leo: dict[int, tuple[tuple[int, EarleySet] | None, int, int]] = {}
         self.memo: dict[object, object] = {}
         self._close(kernel, predict)
 
@@ -172,7 +181,9 @@ class EarleySet:
         reach, own_scan, own_wait = g.reach, g.own_scan, g.own_wait
         reach_set, pred_scan, pred_wait = g.reach_set, g.pred_scan, g.pred_wait
         start = g.start
-        items: set[tuple[int, EarleySet]] = set()
+        items: set[int] = set()
+        slot_of: dict[int, int] = {}  # id(origin set) -> k (see Item)
+        origins: list[EarleySet] = []
         waiting: dict[int, list[Item]] = {}
         scan: dict[int, list[Item]] = {}
         predicted: set[int] = set()
@@ -180,26 +191,26 @@ class EarleySet:
         def predict_(x: int) -> None:
             if predicted.isdisjoint(reach_set[x]):
                 predicted.update(reach_set[x])
-                for t, dots in pred_scan[x]:
+                for t, its in pred_scan[x]:
                     lst = scan.get(t)
                     if lst is None:
-                        scan[t] = [(d, None) for d in dots]
+                        scan[t] = list(its)
                     else:
-                        lst.extend([(d, None) for d in dots])
-                for y, dots in pred_wait[x]:
+                        lst.extend(its)
+                for y, its in pred_wait[x]:
                     lst = waiting.get(y)
                     if lst is None:
-                        waiting[y] = [(d, None) for d in dots]
+                        waiting[y] = list(its)
                     else:
-                        lst.extend([(d, None) for d in dots])
+                        lst.extend(its)
                 return
             for z in reach[x]:
                 if z not in predicted:
                     predicted.add(z)
-                    for t, d in own_scan[z]:
-                        scan.setdefault(t, []).append((d, None))
-                    for y, d in own_wait[z]:
-                        waiting.setdefault(y, []).append((d, None))
+                    for t, it in own_scan[z]:
+                        scan.setdefault(t, []).append(it)
+                    for y, it in own_wait[z]:
+                        waiting.setdefault(y, []).append(it)
 
         if predict is not None:
             predict_(predict)
@@ -210,7 +221,11 @@ class EarleySet:
         odepth = 0
         while agenda:
             dot, origin, depth = agenda.pop()
-            it = (dot, origin)
+            k = slot_of.get(id(origin))
+            if k is None:
+                origins.append(origin)
+                k = slot_of[id(origin)] = len(origins)
+            it = dot << _SHIFT | k
             if it in items:
                 continue
             items.add(it)
@@ -226,13 +241,14 @@ class EarleySet:
                 if leo is not None:
                     if depth + lreach > deref:
                         deref = depth + lreach
-                    agenda.append((leo[0], leo[1], depth + ldepth))  # type: ignore[arg-type]
+                    agenda.append((leo[0], leo[1], depth + ldepth))
                     continue
-                for d2, o2 in src.waiting.get(x, ()):
-                    if o2 is None:
-                        agenda.append((d2 + 1, src, depth))
+                for it2 in src.waiting.get(x, ()):
+                    k2 = it2 & _SLOT
+                    if k2:
+                        agenda.append(((it2 >> _SHIFT) + 1, src.origins[k2 - 1], depth + 1))
                     else:
-                        agenda.append((d2 + 1, o2, depth + 1))
+                        agenda.append(((it2 >> _SHIFT) + 1, src, depth))
             else:
                 if depth > odepth:
                     odepth = depth
@@ -246,17 +262,18 @@ class EarleySet:
                     scan.setdefault(~sym, []).append(it)
         self.reach = deref
         self.odepth = odepth
-        self.predicted = frozenset(predicted)
+        self.predicted = tuple(sorted(predicted))
         self.size = len(items)
+        self.origins = tuple(origins)
         self.waiting = {y: tuple(v) for y, v in waiting.items()}
         self.scan = {t: tuple(v) for t, v in scan.items()}
         self.allowed = frozenset(scan)
         self.accepting = accepting or (self.index == 0 and nullable[start])
         # Tuples of ints (not frozensets): the garbage collector stops tracking them.
-        self.sig = g.intern((tuple(sorted([(d, o.sig) for d, o in items if o is not None])),
-                             tuple(sorted(predicted))))
+        self.sig = g.intern((tuple(sorted([(it >> _SHIFT, origins[(it & _SLOT) - 1].sig) for it in items])),
+                             self.predicted))
 
-    def _leo_item(self, x: int) -> tuple[Item | None, int, int]:
+    def _leo_item(self, x: int) -> tuple[tuple[int, EarleySet] | None, int, int]:
         """Leo's topmost complete item for completing ``x`` into this set, if the path is deterministic.
 
         Only non-start, non-nullable items participate; the result is a complete item to add in place of
@@ -268,12 +285,13 @@ class EarleySet:
             return self._leo[x]
         except KeyError:
             pass
-        result: tuple[Item | None, int, int] = (None, 0, 0)
+        result: tuple[tuple[int, EarleySet] | None, int, int] = (None, 0, 0)
         w = self.waiting.get(x, ())
-        if len(w) == 1:
-            d, o = w[0]
+        if len(w) == 1 and w[0] & _SLOT:
+            d = w[0] >> _SHIFT
+            o = self.origins[(w[0] & _SLOT) - 1]
             g = self.g
-            if o is not None and g.next_sym[d + 1] is None:
+            if g.next_sym[d + 1] is None:
                 if not (g.lhs[d] == g.start and o.index == 0):
                     up, udepth, ureach = o._leo_item(g.lhs[d])
                     result = (up, udepth + 1, ureach + 1) if up is not None else ((d + 1, o), 1, 1)
@@ -295,10 +313,10 @@ class EarleySet:
         hit = self.memo.get(key)
         if hit is not None:
             return hit  # type: ignore[return-value]
-        parts = sorted([(d, o.shallow_sig(depth - 1)) for lst in (*self.scan.values(), *self.waiting.values())
-                        for d, o in lst if o is not None])
-        sid = self.g.intern(("shallow", tuple(parts), tuple(sorted(self.predicted)), self.accepting,
-                             self.index == 0))
+        origins = self.origins
+        parts = sorted([(it >> _SHIFT, origins[(it & _SLOT) - 1].shallow_sig(depth - 1))
+                        for lst in (*self.scan.values(), *self.waiting.values()) for it in lst if it & _SLOT])
+        sid = self.g.intern(("shallow", tuple(parts), self.predicted, self.accepting, self.index == 0))
         self.memo[key] = sid
         return sid
 
@@ -318,8 +336,10 @@ class EarleySet:
         if src is None:
             self._next[t] = _NONE
             return None
+        origins = self.origins
         nxt = EarleySet(self.g, self.index + 1,
-                        [(d + 1, self, 0) if o is None else (d + 1, o, 1) for d, o in src])
+                        [((it >> _SHIFT) + 1, origins[k - 1], 1) if (k := it & _SLOT) else
+                         ((it >> _SHIFT) + 1, self, 0) for it in src])
         self._next[t] = weakref.ref(nxt)
         self.g.recent.append(nxt)
         return nxt
