@@ -185,8 +185,7 @@ class SharedEntries:
         lex = self.lex
         t = lex.term_list[q]
         off = lex.offset[t]
-        shared_walks = _shared_walks(self.vocab)
-        rw = shared_walks.walker(lex.dfa_key(t), lambda: self._make_root_walk(t))
+        shared_walks, rw = self._dense_walker(t)
         if rw is None:
             return None
         key = (*self._shared_key(t, q, rw), nodes.tobytes())
@@ -203,8 +202,7 @@ class SharedEntries:
         lex = self.lex
         t = lex.term_list[q]
         off = lex.offset[t]
-        shared_walks = _shared_walks(self.vocab)
-        rw = shared_walks.walker(lex.dfa_key(t), lambda: self._make_root_walk(t))
+        shared_walks, rw = self._dense_walker(t)
         key = self._shared_key(t, q, rw)
         mine = self.class_entries.get((t, key[1]))
         if mine is not None:  # a state of the same walk class: the same Entry, so parser-level
@@ -255,6 +253,12 @@ class SharedEntries:
                 g.frontier = self.walker.intern(Frontier(fnodes, fbytes, sh))
             out.groups.append(g)
         return out
+
+    def _dense_walker(self, t: int) -> tuple[_SharedWalks, RootWalk | None]:
+        """The vocabulary's shared walks and terminal ``t``'s dense walker in them (made on first use;
+        None for a terminal with no broad state)."""
+        shared_walks = _shared_walks(self.vocab)
+        return shared_walks, shared_walks.walker(self.lex.dfa_key(t), lambda: self._make_root_walk(t))
 
     def _make_root_walk(self, t: int) -> RootWalk | None:
         """The dense root walker of terminal ``t`` if some of its states are broad."""
