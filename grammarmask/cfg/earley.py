@@ -182,7 +182,7 @@ class EarleySet:
         reach_set, pred_scan, pred_wait = g.reach_set, g.pred_scan, g.pred_wait
         start = g.start
         items: set[int] = set()
-        slot_of: dict[int, int] = {}  # id(origin set) -> k (see Item)
+        slot_of: dict[EarleySet, int] = {}  # origin set -> k (see Item); sets hash by identity
         origins: list[EarleySet] = []
         waiting: dict[int, list[Item]] = {}
         scan: dict[int, list[Item]] = {}
@@ -221,10 +221,10 @@ class EarleySet:
         odepth = 0
         while agenda:
             dot, origin, depth = agenda.pop()
-            k = slot_of.get(id(origin))
+            k = slot_of.get(origin)
             if k is None:
                 origins.append(origin)
-                k = slot_of[id(origin)] = len(origins)
+                k = slot_of[origin] = len(origins)
             it = dot << _SHIFT | k
             if it in items:
                 continue
