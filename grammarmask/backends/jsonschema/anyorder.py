@@ -103,6 +103,7 @@ def any_order(ob: ObjectBuilder, parts: ObjectParts) -> str | None:
     except OverflowError:
         raise OverflowError(f"more than {ANY_MAX_STATES} states (maxProperties {hi})") from None
 
+
 def literal_object(ob: ObjectBuilder, v: dict[str, Any]) -> str:
     """A const/enum object with ``property_order="any"``: its members in any order, each once.
 
@@ -118,4 +119,3 @@ def literal_object(ob: ObjectBuilder, v: dict[str, Any]) -> str:
     except OverflowError:
         body = ' "," '.join(m for m, _, _ in members)
     return c.rule(f'"{{" {body} "}}"', "l")
-
