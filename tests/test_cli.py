@@ -383,6 +383,18 @@ def test_generate_with_a_tiny_local_model(
 
 @pytest.mark.torch
 @pytest.mark.transformers
+def test_generate_out_of_tokens_is_the_limit_exit_code(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    labels = tmp_path / "yn.labels"
+    labels.write_text("yes\nno\nmaybe\n")  # byte-level tokens: no label fits in one token
+    code, _, err = run(capsys, "generate", str(labels), "--model", str(tiny_model_dir), "--max-tokens", "1")
+    assert code == cli.EXIT_LIMIT and code != cli.EXIT_REJECTED
+    assert "stopped at --max-tokens 1" in err
+
+
+@pytest.mark.torch
+@pytest.mark.transformers
 def test_mask_with_a_model_reports_neg_log_z(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_model_dir: Path
 ) -> None:

@@ -2,8 +2,10 @@
 
 Exit codes (stable, for scripts): 0 success; 1 the input was rejected by the grammar (a token or byte
 that cannot continue, or an output that is only a prefix); 2 a usage or input error (missing file,
-unknown extension or tokenizer, bad grammar); 3 an internal error (a bug: please report it). Errors
-are one line on stderr, never a traceback (set ``GRAMMARMASK_DEBUG=1`` to see one).
+unknown extension or tokenizer, bad grammar); 3 an internal error (a bug: please report it); 4 a limit
+was reached before a result (``sample``: no document ended within its byte limit; ``generate``:
+``--max-tokens`` ran out before the output was complete). Errors are one line on stderr, never a
+traceback (set ``GRAMMARMASK_DEBUG=1`` to see one); warnings (``--no-strict``) are one line each.
 """
 
 from __future__ import annotations
@@ -11,11 +13,22 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from ..errors import GrammarMaskError
-from ._common import EXIT_INTERNAL, EXIT_OK, EXIT_REJECTED, EXIT_USAGE, KINDS, CliError, load_grammar
+from .. import __version__
+from ..errors import GrammarMaskError, UnsupportedSchemaError
+from ._common import (
+    EXIT_INTERNAL,
+    EXIT_LIMIT,
+    EXIT_OK,
+    EXIT_REJECTED,
+    EXIT_USAGE,
+    KINDS,
+    CliError,
+    load_grammar,
+)
 from .check import check_bytes, cmd_check
 from .mask import cmd_mask
 from .run import cmd_bench, cmd_generate
@@ -23,6 +36,7 @@ from .sample import cmd_sample, random_document
 
 __all__ = [
     "EXIT_INTERNAL",
+    "EXIT_LIMIT",
     "EXIT_OK",
     "EXIT_REJECTED",
     "EXIT_USAGE",
@@ -44,16 +58,58 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _json_schema_options(sp: argparse.ArgumentParser) -> None:
+    g = sp.add_argument_group("JSON Schema options (.json grammars only)")
+    g.add_argument(
+        "--no-strict",
+        action="store_true",
+        help="a keyword that cannot be enforced is a warning on stderr, and is skipped (default: an error)",
+    )
+    g.add_argument(
+        "--whitespace",
+        choices=("flexible", "compact"),
+        help="flexible (default): bounded whitespace between JSON tokens; compact: none",
+    )
+    g.add_argument(
+        "--property-order",
+        choices=("declared", "any"),
+        help="declared (default): object members in the schema's order; any: in any order",
+    )
+    g.add_argument(
+        "--max-ws",
+        type=_positive_int,
+        metavar="N",
+        help="flexible: at most N spaces/tabs in a run (default 16)",
+    )
+    g.add_argument(
+        "--indent",
+        type=_positive_int,
+        metavar="N",
+        help="flexible: whitespace is one space, or a newline and a multiple of N spaces",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for the docs and tests)."""
     p = _Parser(
         prog="grammarmask",
         description="Exact grammar-constrained decoding by logit masking.",
-        epilog="Exit codes: 0 ok, 1 input rejected by the grammar, 2 usage or input error, 3 internal error. "
-        "Grammar kind from the extension: "
+        epilog="Exit codes: 0 ok, 1 input rejected by the grammar, 2 usage or input error, 3 internal error, "
+        "4 a limit reached before a result. Grammar kind from the extension: "
         + "; ".join(f"{'/'.join(e)} {k}" for k, (e, _, _) in KINDS.items())
         + ".",
     )
+    p.add_argument("--version", action="version", version=f"grammarmask {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
     def grammar_cmd(
@@ -69,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
             help="labels: may a space precede the label? (default: optional)",
         )
         sp.add_argument("--separator", help="labels: several distinct labels joined by this string")
+        _json_schema_options(sp)
         sp.set_defaults(fn=fn)
         return sp
 
@@ -135,12 +192,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:  # --help, or a usage error already printed as one line
         return e.code if isinstance(e.code, int) else EXIT_USAGE
     try:
-        return int(args.fn(args))
+        with warnings.catch_warnings():
+            warnings.filterwarnings("always", category=UserWarning)  # SchemaWarning (--no-strict)
+            warnings.showwarning = _warning_printer(getattr(args, "grammar", None))
+            return int(args.fn(args))
     except CliError as e:
         print(f"grammarmask: error: {e}", file=sys.stderr)
     except GrammarMaskError as e:
         where = f"{args.grammar}: " if getattr(args, "grammar", None) else ""
-        print(f"grammarmask: error: {where}{str(e).splitlines()[0]}", file=sys.stderr)
+        hint = "; --no-strict skips it with a warning" if isinstance(e, UnsupportedSchemaError) else ""
+        print(f"grammarmask: error: {where}{str(e).splitlines()[0]}{hint}", file=sys.stderr)
     except KeyboardInterrupt:
         print("grammarmask: interrupted", file=sys.stderr)
         return 130
@@ -155,6 +216,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return EXIT_INTERNAL
     return EXIT_USAGE
+
+
+def _warning_printer(grammar: str | None) -> Callable[..., None]:
+    """Show a warning (a keyword skipped under ``--no-strict``) as one line on stderr."""
+    where = f"{grammar}: " if grammar else ""
+
+    def show(message: Warning | str, *_: object, **__: object) -> None:
+        first = (str(message).splitlines() or [""])[0]
+        print(f"grammarmask: warning: {where}{first}", file=sys.stderr)
+
+    return show
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from ..errors import GrammarMaskError
 from ..grammar import CompiledGrammar, Grammar
 from ..vocab import Vocabulary
 
-EXIT_OK, EXIT_REJECTED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_OK, EXIT_REJECTED, EXIT_USAGE, EXIT_INTERNAL, EXIT_LIMIT = 0, 1, 2, 3, 4
 
 #: Grammar kinds, the extensions that select them, and the backend class each uses.
 KINDS: dict[str, tuple[tuple[str, ...], str, str]] = {
@@ -81,16 +81,36 @@ def _read_text(path: str) -> str:
         raise CliError(f"{path}: cannot read: {e.strerror}") from None
 
 
+#: The JSON Schema options the command line sets: ``JsonSchema`` keyword -> the flag that sets it.
+JSON_FLAGS: dict[str, str] = {
+    "strict": "--no-strict",
+    "whitespace": "--whitespace",
+    "property_order": "--property-order",
+    "max_ws": "--max-ws",
+    "indent": "--indent",
+}
+
+
 def load_grammar(
-    path: str, kind: str | None = None, *, leading_space: str = "optional", separator: str | None = None
+    path: str,
+    kind: str | None = None,
+    *,
+    leading_space: str = "optional",
+    separator: str | None = None,
+    json_options: dict[str, Any] | None = None,
 ) -> Grammar:
     """Build the grammar in ``path``: a labels file (one label per line, blank lines skipped), a regex
     (the file minus one trailing newline), a ``.lark`` or ``.gbnf`` grammar, or a JSON Schema.
 
     Labels take ``leading_space`` (``"optional"`` by default: one space before the label, as BPE models
     spell a word after a prompt, may or may not be there; ``"none"``; ``"always"``) and ``separator``
-    (several distinct labels joined by it)."""
+    (several distinct labels joined by it). A JSON Schema takes ``json_options``, keyword arguments of
+    ``JsonSchema`` (the keys of :data:`JSON_FLAGS`); given for another kind, they are a ``CliError``."""
     kind = grammar_kind(path, kind)
+    json_options = dict(json_options or {})
+    if json_options and kind != "json":
+        flags = ", ".join(JSON_FLAGS.get(k, k) for k in json_options)
+        raise CliError(f"{flags}: JSON Schema options, but {path} is a {kind} grammar")
     text = _read_text(path)
     cls = _backend(kind)
     if kind == "labels":
@@ -106,11 +126,30 @@ def load_grammar(
         schema = json.loads(text)
     except json.JSONDecodeError as e:
         raise CliError(f"{path}: line {e.lineno}, column {e.colno}: invalid JSON: {e.msg}") from None
-    return cls(schema)  # type: ignore[no-any-return]
+    return cls(schema, **json_options)  # type: ignore[no-any-return]
 
 
-def _grammar(args: argparse.Namespace) -> Grammar:
-    return load_grammar(args.grammar, args.kind, leading_space=args.leading_space, separator=args.separator)
+def json_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The JSON Schema options given on the command line (only those given)."""
+    opts: dict[str, Any] = {}
+    if getattr(args, "no_strict", False):
+        opts["strict"] = False
+    for key in ("whitespace", "property_order", "max_ws", "indent"):
+        if getattr(args, key, None) is not None:
+            opts[key] = getattr(args, key)
+    if opts.get("whitespace") == "compact":
+        for key in ("max_ws", "indent"):
+            if key in opts:
+                raise CliError(f"{JSON_FLAGS[key]} shapes flexible whitespace; --whitespace compact has none")
+    return opts
+
+
+def _grammar(args: argparse.Namespace, **overrides: Any) -> Grammar:
+    """The grammar the command line names; ``overrides`` replace JSON Schema options."""
+    opts = {**json_options(args), **overrides}
+    return load_grammar(
+        args.grammar, args.kind, leading_space=args.leading_space, separator=args.separator, json_options=opts
+    )
 
 
 @functools.lru_cache(maxsize=2)

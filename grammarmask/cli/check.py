@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
-from ..errors import NoLegalContinuation, TokenRejected
+from ..errors import GrammarMaskError, NoLegalContinuation, TokenRejected
 from ..grammar import CompiledGrammar, Matcher
+from ..testing import byte_vocabulary
 from ._common import (
     EXIT_OK,
     EXIT_REJECTED,
@@ -17,7 +19,10 @@ from ._common import (
     _compile,
     _grammar,
     _show,
+    grammar_kind,
 )
+
+ORDER_HINT = "rejected only by the schema's declared key order: pass --property-order any to accept it"
 
 
 def _byte_matcher(compiled: CompiledGrammar) -> tuple[Matcher, dict[int, int]]:
@@ -78,9 +83,24 @@ def check_bytes(compiled: CompiledGrammar, data: bytes) -> dict[str, Any]:
     }
 
 
-def cmd_check(args: argparse.Namespace) -> int:
-    from ..testing import byte_vocabulary
+def order_hint(args: argparse.Namespace, data: bytes) -> str | None:
+    """:data:`ORDER_HINT` when ``data``, rejected by a JSON Schema in declared property order, is
+    accepted with ``property_order="any"``; else None. The second grammar is compiled (against single
+    bytes) on the first call and kept on ``args``."""
+    if grammar_kind(args.grammar, args.kind) != "json" or (args.property_order or "declared") != "declared":
+        return None
+    if not hasattr(args, "_any_order"):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the warnings were shown for the grammar itself
+                args._any_order = _grammar(args, property_order="any").compile(byte_vocabulary())
+        except GrammarMaskError:  # e.g. too many required keys to track in any order
+            args._any_order = None
+    compiled = args._any_order
+    return ORDER_HINT if compiled is not None and check_bytes(compiled, data)["status"] == "ok" else None
 
+
+def cmd_check(args: argparse.Namespace) -> int:
     grammar = _grammar(args)
     compiled, _ = _compile(grammar, byte_vocabulary(), args.grammar)
     results = []
@@ -92,6 +112,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         if args.strip and data.endswith(b"\n"):
             data = data[:-2] if data.endswith(b"\r\n") else data[:-1]
         res = {"file": path, **check_bytes(compiled, data)}
+        hint = order_hint(args, data) if res["status"] != "ok" else None
+        if hint:
+            res["hint"] = hint
         results.append(res)
         if args.json:
             continue
@@ -101,6 +124,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             hint = (
                 "; the file ends with a newline: try --strip"
                 if res["offset"] == len(data) - 1 and data.endswith(b"\n")
+                else f"; {res['hint']}"
+                if "hint" in res
                 else ""
             )
             print(
@@ -111,6 +136,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             print(
                 f"{path}:{res['line']}:{res['column']}: incomplete: the file is a prefix of the "
                 f"language but not a complete sentence (expected {res['expected']})"
+                + (f"; {res['hint']}" if "hint" in res else "")
             )
     if args.json:
         print(json.dumps(results, indent=2))

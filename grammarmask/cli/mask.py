@@ -21,6 +21,7 @@ from ._common import (
     load_tokenizer,
     progress,
 )
+from .check import order_hint
 
 
 def cmd_mask(args: argparse.Namespace) -> int:
@@ -83,6 +84,9 @@ def cmd_mask(args: argparse.Namespace) -> int:
                 "reason": "the text is a viable prefix but not a complete sentence (EOS is illegal)",
             }
     output = vocab.decode(ids[: len(steps) if result["result"] == "rejected" else len(ids)])
+    hint = order_hint(args, args.text.encode()) if result["result"] != "accepted" else None
+    if hint:
+        result["hint"] = hint
     if args.json:
         print(
             json.dumps(
@@ -104,6 +108,8 @@ def cmd_mask(args: argparse.Namespace) -> int:
         print(f"rejected at step {result['step']}: {result['reason']}")
     else:
         print(f"incomplete after {len(ids)} tokens: {result['reason']}")
+    if hint and not args.json:
+        print(f"note: {hint}")
     if logp is not None and not args.json and steps:
         nats = sum(s["neg_log_z"] for s in steps)
         bits = nats / len(steps) / np.log(2)

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from ._common import (
+    EXIT_LIMIT,
     EXIT_OK,
-    EXIT_REJECTED,
     CliError,
     _compile,
     _grammar,
@@ -58,8 +58,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     print(vocab.decode(out).decode("utf-8", errors="replace"))
     summary = SequenceStats.from_steps(steps)
     print(
-        f"{len(steps)} steps, {'finished with EOS' if m.is_finished() else 'stopped at --max-tokens'}; "
+        f"{len(steps)} steps, "
+        f"{'finished with EOS' if m.is_finished() else f'stopped at --max-tokens {args.max_tokens}'}; "
         f"KL(p_C || p) = {summary.bits_per_token:.3f} bits per token",
         file=sys.stderr,
     )
-    return EXIT_OK if m.is_finished() or m.is_accepting() else EXIT_REJECTED
+    return EXIT_OK if m.is_finished() or m.is_accepting() else EXIT_LIMIT

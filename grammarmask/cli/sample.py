@@ -11,8 +11,8 @@ import numpy as np
 
 from ..grammar import CompiledGrammar, Matcher
 from ._common import (
+    EXIT_LIMIT,
     EXIT_OK,
-    EXIT_REJECTED,
     CliError,
     _compile,
     _grammar,
@@ -83,11 +83,12 @@ def cmd_sample(args: argparse.Namespace) -> int:
                 break
         else:
             print(
-                f"grammarmask: error: no document ended within {4 * args.max_bytes} bytes in 10 tries; "
-                "raise --max-bytes",
+                f"grammarmask: error: no document ended within {4 * args.max_bytes} bytes in 10 tries "
+                f"(the limit is 4 x --max-bytes {args.max_bytes}: past --max-bytes the walk heads for "
+                "an end, past 4 x it gives up); raise --max-bytes",
                 file=sys.stderr,
             )
-            return EXIT_REJECTED
+            return EXIT_LIMIT
         docs.append(doc.decode("utf-8", errors="backslashreplace"))
     if args.json:
         print(json.dumps(docs, ensure_ascii=False, indent=2))
