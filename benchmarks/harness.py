@@ -11,6 +11,11 @@ must not be accepted through EOS).
 
     python benchmarks/harness.py                         # all engines importable, tekken
     python benchmarks/harness.py --tokenizers tekken,sentencepiece --peer-python /path/to/venv/bin/python
+    python benchmarks/harness.py --grammar my.lark --docs examples/*.txt   # your grammar, your documents
+
+``grammarmask bench ARGS`` runs ``harness.py --from-cli ARGS``: then the results go under the current
+directory (``grammarmask-bench/latest``) unless ``--out`` says where, and ``--readme`` is refused, so
+the command never writes into the installed package or the checkout.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -35,6 +40,15 @@ import workloads as W  # noqa: E402
 from report import _pct, compact_markdown, update_readme, write_report  # noqa: E402
 
 RESULTS = HERE / "results"
+CLI_OUT = Path("grammarmask-bench") / "latest"  # grammarmask bench: under the current directory
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line (as the ``grammarmask`` command prints them), exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 # --- worker (runs inside the engine's subprocess) ---------------------------------------------------
@@ -258,7 +272,14 @@ def machine() -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="harness.py", description=__doc__.split("\n\n")[0])
+    argv = list(sys.argv[1:] if argv is None else argv)
+    from_cli = argv[:1] == ["--from-cli"]  # run as `grammarmask bench`
+    if from_cli:
+        argv = argv[1:]
+    p = _Parser(
+        prog="grammarmask bench" if from_cli else "harness.py",
+        description=(__doc__ or "").split("\n\n")[0],
+    )
     p.add_argument("--engines", default=",".join(["grammarmask", "xgrammar", "llguidance", "outlines_core"]))
     p.add_argument("--tokenizers", default="tekken", help="comma list of tekken, sentencepiece")
     p.add_argument("--only", default="", help="run only workloads whose name contains this")
@@ -272,8 +293,27 @@ def main(argv: list[str] | None = None) -> int:
         default=os.environ.get("GRAMMARMASK_BENCH_PYTHON", sys.executable),
         help="the Python that has xgrammar/llguidance/outlines-core (default: this one)",
     )
-    p.add_argument("--out", default=str(RESULTS / "latest"), help="output path without extension")
-    p.add_argument("--readme", action="store_true", help="also put the table into README.md")
+    out = CLI_OUT if from_cli else RESULTS / "latest"
+    p.add_argument(
+        "--out", default=str(out), metavar="PATH", help=f"write PATH.json and PATH.md (default: {out})"
+    )
+    p.add_argument(
+        "--readme",
+        action="store_true",
+        help=argparse.SUPPRESS if from_cli else "also put the table into README.md",
+    )
+    own = p.add_argument_group("your own grammar (instead of the built-in workloads)")
+    own.add_argument("--grammar", metavar="FILE", help="a grammar file, its kind from the extension")
+    own.add_argument(
+        "--kind",
+        choices=("labels", "regex", "lark", "gbnf", "json"),
+        help="the grammar kind (default: from the extension, as for grammarmask check)",
+    )
+    own.add_argument("--docs", nargs="+", metavar="FILE", default=[], help="documents to time, one per file")
+    own.add_argument(
+        "--invalid-docs", nargs="+", metavar="FILE", default=[], help="documents the grammar must not accept"
+    )
+    own.add_argument("--strip", action="store_true", help="drop one trailing newline from each document")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--spec", help=argparse.SUPPRESS)
     p.add_argument("--names", nargs="*", help=argparse.SUPPRESS)
@@ -281,14 +321,34 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         run_worker(args.worker, args.spec, args.names or [])
         return 0
+    if args.readme and from_cli:
+        p.error("--readme rewrites the checkout's README.md: run python benchmarks/harness.py --readme there")
     if args.render:
         report = json.loads(Path(args.render).read_text())
         write_report(report, Path(args.out))
         if args.readme:
             update_readme(compact_markdown(report))
         return 0
+    if (args.docs or args.invalid_docs or args.kind or args.strip) and not args.grammar:
+        p.error("--docs, --invalid-docs, --kind and --strip go with --grammar")
+    if args.grammar:
+        if not args.docs:
+            p.error("--grammar needs --docs: the documents to time")
+        try:
+            workloads, notes = user_workload(args)
+        except ValueError as e:
+            p.exit(EXIT_USAGE, f"{p.prog}: error: {e}\n")
+    else:
+        workloads, notes = W.build(jsb_per_dataset=args.jsb), []
+    named = [w for w in workloads if args.only in w.name]
+    if not named:
+        names = [w.name for w in workloads]
+        shown = ", ".join(names[:12]) + (f", ... ({len(names)} in all)" if len(names) > 12 else "")
+        p.error(f"--only {args.only!r} matches no workload name (the names: {shown})")
+    workloads = named
+    for n in notes:
+        print(f"note: {n}", file=sys.stderr)
     host = machine()
-    workloads = [w for w in W.build(jsb_per_dataset=args.jsb) if args.only in w.name]
     results: list[dict[str, Any]] = []
     if args.resume:
         results = [r for r in json.loads(Path(args.resume).read_text())["results"] if "workload" in r]
@@ -324,21 +384,76 @@ def main(argv: list[str] | None = None) -> int:
                         f"{time.perf_counter() - t0:.1f} s",
                         file=sys.stderr,
                     )
-                    partial = {"machine": host, "skipped_engines": skipped, "results": results}
+                    partial = {
+                        "machine": host,
+                        "notes": notes,
+                        "skipped_engines": skipped,
+                        "results": results,
+                    }
                     write_report(partial, Path(args.out + ".partial"))
             for w in spec["workloads"]:
                 if w["dropped_docs"]:
-                    print(
-                        f"note: {w['name']}: {w['dropped_docs']} documents dropped (reference rejects them, "
-                        f"or {tokenizer} cannot reproduce them)",
-                        file=sys.stderr,
+                    note = (
+                        f"{w['name']}: {w['dropped_docs']} documents dropped (reference rejects them, "
+                        f"or {tokenizer} cannot reproduce them)"
                     )
-    report = {"machine": host, "skipped_engines": skipped, "results": results}
+                    print(f"note: {note}", file=sys.stderr)
+                    notes.append(note)
+    report = {"machine": host, "notes": notes, "skipped_engines": skipped, "results": results}
     write_report(report, Path(args.out))
+    for ext in ("json", "md"):  # the run finished: the crash-recovery copy is not needed
+        Path(f"{args.out}.partial.{ext}").unlink(missing_ok=True)
     print(f"wrote {args.out}.json and {args.out}.md", file=sys.stderr)
     if args.readme:
         update_readme(compact_markdown(report))
     return 0
+
+
+def user_workload(args: argparse.Namespace) -> tuple[list[W.Workload], list[str]]:
+    """The workload of ``--grammar`` and ``--docs``, and notes for the report on the documents its
+    reference rejects (they are not timed). Raises ValueError (one line) on a file that cannot be
+    read or a bad grammar."""
+    from grammarmask.cli._common import CliError, grammar_kind, load_grammar
+    from grammarmask.errors import GrammarMaskError
+
+    try:
+        kind = grammar_kind(args.grammar, args.kind)
+        load_grammar(args.grammar, kind)  # the grammar's own errors, at once and in the CLI's words
+    except (CliError, GrammarMaskError) as e:
+        raise ValueError(str(e).splitlines()[0]) from None
+    text = Path(args.grammar).read_text(encoding="utf-8")
+    source: Any = text
+    if kind == "labels":
+        source = [line for line in text.splitlines() if line]
+    elif kind == "regex":
+        source = text[:-1] if text.endswith("\n") else text
+    elif kind == "json":
+        source = json.loads(text)
+    docs = {path: _read_doc(path, args.strip) for path in args.docs}
+    invalid = [_read_doc(path, args.strip) for path in args.invalid_docs]
+    name = Path(args.grammar).name
+    w = W.Workload(
+        name, "json_schema" if kind == "json" else kind, source, list(docs.values()), "Yours", invalid
+    )
+    bad = set(W.validate(w))
+    notes = [f"{name}: {path}: the reference rejects it, not timed" for path, d in docs.items() if d in bad]
+    if kind == "gbnf":
+        notes.append(f"{name}: GBNF has no external reference here: a refused document may be invalid")
+    return [w], notes
+
+
+def _read_doc(path: str, strip: bool) -> str:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file") from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read: {e.strerror}") from None
+    if strip and text.endswith("\n"):
+        text = text[:-2] if text.endswith("\r\n") else text[:-1]
+    return text
 
 
 def _batches(workloads: list[dict[str, Any]]) -> list[list[str]]:

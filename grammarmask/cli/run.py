@@ -27,7 +27,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
             "run grammarmask bench from a clone"
         )
     rest = args.harness_args[1:] if args.harness_args[:1] == ["--"] else args.harness_args
-    return subprocess.call([sys.executable, str(harness), *rest])
+    # --from-cli: results go under the current directory (not into the checkout), no README rewrite
+    return subprocess.call([sys.executable, str(harness), "--from-cli", *rest])
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
