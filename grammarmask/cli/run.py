@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from ._common import (
-    EXIT_LIMIT,
     EXIT_OK,
+    EXIT_REJECTED,
     CliError,
     _compile,
     _grammar,
@@ -27,8 +27,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             "run grammarmask bench from a clone"
         )
     rest = args.harness_args[1:] if args.harness_args[:1] == ["--"] else args.harness_args
-    # --from-cli: results go under the current directory (not into the checkout), no README rewrite
-    return subprocess.call([sys.executable, str(harness), "--from-cli", *rest])
+    return subprocess.call([sys.executable, str(harness), *rest])
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -59,9 +58,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     print(vocab.decode(out).decode("utf-8", errors="replace"))
     summary = SequenceStats.from_steps(steps)
     print(
-        f"{len(steps)} steps, "
-        f"{'finished with EOS' if m.is_finished() else f'stopped at --max-tokens {args.max_tokens}'}; "
+        f"{len(steps)} steps, {'finished with EOS' if m.is_finished() else 'stopped at --max-tokens'}; "
         f"KL(p_C || p) = {summary.bits_per_token:.3f} bits per token",
         file=sys.stderr,
     )
-    return EXIT_OK if m.is_finished() or m.is_accepting() else EXIT_LIMIT
+    return EXIT_OK if m.is_finished() or m.is_accepting() else EXIT_REJECTED
