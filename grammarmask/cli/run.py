@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from ._common import (
+    EXIT_LIMIT,
     EXIT_OK,
-    EXIT_REJECTED,
     CliError,
     _compile,
     _grammar,
@@ -27,7 +27,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
             "run grammarmask bench from a clone"
         )
     rest = args.harness_args[1:] if args.harness_args[:1] == ["--"] else args.harness_args
-    return subprocess.call([sys.executable, str(harness), *rest])
+    # --from-cli: results go under the current directory (not into the checkout), no README rewrite
+    return subprocess.call([sys.executable, str(harness), "--from-cli", *rest])
+
+
+def _cache_argument(model: object) -> str:
+    """The name of the key-value cache in ``model.forward`` and its output: ``cache`` from transformers
+    5.24 on, ``past_key_values`` before (5.24 deprecates that name with a FutureWarning)."""
+    import inspect
+
+    forward = getattr(model, "forward", None)
+    params = inspect.signature(forward).parameters if forward is not None else {}
+    return "cache" if "cache" in params else "past_key_values"
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -41,11 +52,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
     m = compiled.matcher()
     rng = np.random.default_rng(args.seed)
     ids = list(tok(args.prompt)["input_ids"]) if args.prompt else [int(tok.bos_token_id or 0)]
+    cache_arg = _cache_argument(model)
     past, inp, out, steps = None, torch.tensor([ids]), [], []
     with torch.no_grad():
         for _ in range(args.max_tokens):
-            res = model(input_ids=inp, past_key_values=past, use_cache=True)
-            past = res.past_key_values
+            res = model(input_ids=inp, use_cache=True, **{cache_arg: past})
+            past = getattr(res, cache_arg)
             t, st = sample_with_stats(
                 res.logits[0, -1].float(), m.mask(), temperature=args.temperature, rng=rng
             )
@@ -58,8 +70,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     print(vocab.decode(out).decode("utf-8", errors="replace"))
     summary = SequenceStats.from_steps(steps)
     print(
-        f"{len(steps)} steps, {'finished with EOS' if m.is_finished() else 'stopped at --max-tokens'}; "
+        f"{len(steps)} steps, "
+        f"{'finished with EOS' if m.is_finished() else f'stopped at --max-tokens {args.max_tokens}'}; "
         f"KL(p_C || p) = {summary.bits_per_token:.3f} bits per token",
         file=sys.stderr,
     )
-    return EXIT_OK if m.is_finished() or m.is_accepting() else EXIT_REJECTED
+    return EXIT_OK if m.is_finished() or m.is_accepting() else EXIT_LIMIT
