@@ -79,7 +79,7 @@ def generation(
     total: Counter[str] = Counter()
     for sub, _, data in items:
         total[sub] += 1
-        js._TEXT_CACHE.clear()
+        js._RULES_CACHE.clear()
         t0 = time.perf_counter()
         try:
             with warnings.catch_warnings():
@@ -150,7 +150,7 @@ def compare_orders(items: list[tuple[str, str, dict[str, Any]]], tok: Any, vocab
         compiled = {}
         row = [f"{sub}/{name}"]
         for order in ("declared", "any"):
-            js._TEXT_CACHE.clear()
+            js._RULES_CACHE.clear()
             vocab.__dict__.pop("_compiled_cache", None)
             t0 = time.perf_counter()
             try:
@@ -170,7 +170,7 @@ def compare_orders(items: list[tuple[str, str, dict[str, Any]]], tok: Any, vocab
             for d in docs
         ]
         for order, seqs in (("declared", both), ("any", both), ("any", rev)):
-            js._TEXT_CACHE.clear()
+            js._RULES_CACHE.clear()
             vocab.__dict__.pop("_compiled_cache", None)
             c = JsonSchema(data["schema"], property_order=order).compile(vocab)  # cold
             steps: list[float] = []
@@ -191,7 +191,7 @@ def any_cost(ts: list[int], tok: Any, vocab: Any) -> None:
         props = {f"field_{i}": {"type": "string" if i % 2 else "integer"} for i in range(t + 4)}
         schema = {"type": "object", "properties": props, "required": [f"field_{i}" for i in range(t)]}
         for order in ("declared", "any"):
-            js._TEXT_CACHE.clear()
+            js._RULES_CACHE.clear()
             vocab.__dict__.pop("_compiled_cache", None)
             t0 = time.perf_counter()
             g = JsonSchema(schema, property_order=order)
@@ -272,7 +272,7 @@ def main() -> None:
     named: list[tuple[float, str]] = []
     compiled: list[tuple[Any, dict[str, Any]]] = []
     for sub, name, data in chosen:
-        js._TEXT_CACHE.clear()
+        js._RULES_CACHE.clear()
         vocab.__dict__.pop("_compiled_cache", None)
         t0 = time.perf_counter()
         c = JsonSchema(data["schema"], property_order=order).compile(vocab)

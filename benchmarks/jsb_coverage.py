@@ -66,7 +66,7 @@ def _gm_worker(skip: int, full: bool) -> None:
             continue
         _emit({"start": i})
         res: dict[str, Any] = {"i": i, "sub": sub, "id": path.stem}
-        js._TEXT_CACHE.clear()
+        js._RULES_CACHE.clear()
         t0 = time.perf_counter()
         try:
             with warnings.catch_warnings():

@@ -1,4 +1,5 @@
-"""JSON Schema backend: ``JsonSchema(schema)`` compiles a schema to Lark grammar text, then to a CFG.
+"""JSON Schema backend: ``JsonSchema(schema)`` compiles a schema to grammar rules, built in memory
+into the CFG IR (``to_lark()`` prints the same rules as Lark text, for lark as the reference).
 
 Every finished output is JSON that validates against the schema with the ``jsonschema`` package
 (draft 2020-12 unless ``$schema`` names draft 4, 6, 7 or 2019-09). Keywords that cannot be enforced
@@ -16,6 +17,7 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any
 
+from ..cfg.builder import Expr, build_cfg, to_lark
 from ..errors import GrammarError
 from ..grammar import CompiledGrammar, Grammar
 from ..vocab import Vocabulary
@@ -26,9 +28,10 @@ __all__ = ["JsonSchema", "SchemaWarning"]
 
 _WHITESPACE = ("flexible", "compact")
 _ORDERS = ("declared", "any")
-_TEXT_CACHE: OrderedDict[str, tuple[str, tuple[str, ...], dict[str, tuple[str, ...]]]] = OrderedDict()
-_TEXT_LOCK = threading.Lock()
-_TEXT_CACHE_LIMIT = 256
+# the grammar rules and warnings of recently compiled schemas, by content (schema and options)
+_RULES_CACHE: OrderedDict[str, tuple[dict[str, Expr], tuple[str, ...]]] = OrderedDict()
+_RULES_LOCK = threading.Lock()
+_RULES_CACHE_LIMIT = 256
 
 
 class JsonSchema(Grammar):
@@ -108,9 +111,8 @@ class JsonSchema(Grammar):
             self._key = canonical([schema, self.options])
         except (TypeError, ValueError) as e:
             raise GrammarError(f"schema is not JSON data: {e}") from None
-        self._text: str | None = None
-        self._isect: dict[str, tuple[str, ...]] = {}
-        self._lark: Any = None
+        self._rules: dict[str, Expr] | None = None
+        self._cfg: Any = None
 
     @classmethod
     def from_pydantic(
@@ -144,13 +146,13 @@ class JsonSchema(Grammar):
     def cache_key(self) -> Hashable | None:
         return self._key
 
-    def to_lark(self) -> str:
-        """The Lark grammar text of the schema (start rule ``start``); cached by content."""
-        if self._text is None:
-            with _TEXT_LOCK:
-                hit = _TEXT_CACHE.get(self._key)
+    def rules(self) -> dict[str, Expr]:
+        """The grammar rules of the schema (start rule ``start``); cached by content."""
+        if self._rules is None:
+            with _RULES_LOCK:
+                hit = _RULES_CACHE.get(self._key)
                 if hit is not None:
-                    _TEXT_CACHE.move_to_end(self._key)
+                    _RULES_CACHE.move_to_end(self._key)
             if hit is None:
                 opts = self.options
                 indent = opts["indent"]
@@ -162,23 +164,25 @@ class JsonSchema(Grammar):
                     strict=bool(opts["strict"]),
                     property_order=str(opts["property_order"]),
                 )
-                hit = (compiler.to_lark(), tuple(compiler.warnings), dict(compiler.isect))
-                with _TEXT_LOCK:
-                    _TEXT_CACHE[self._key] = hit
-                    while len(_TEXT_CACHE) > _TEXT_CACHE_LIMIT:
-                        _TEXT_CACHE.popitem(last=False)
+                hit = (compiler.grammar(), tuple(compiler.warnings))
+                with _RULES_LOCK:
+                    _RULES_CACHE[self._key] = hit
+                    while len(_RULES_CACHE) > _RULES_CACHE_LIMIT:
+                        _RULES_CACHE.popitem(last=False)
             for msg in hit[1]:
-                warnings.warn(msg, SchemaWarning, stacklevel=2)
-            self._isect = hit[2]
-            self._text = hit[0]
-        return self._text
+                warnings.warn(msg, SchemaWarning, stacklevel=3)
+            self._rules = hit[0]
+        return self._rules
+
+    def to_lark(self) -> str:
+        """The Lark grammar text of the schema (start rule ``start``): what ``lark`` parses to the
+        same language as the grammar grammarmask compiles."""
+        return to_lark(self.rules())
 
     def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
         from ..cfg import CompiledCfg
-        from .jsonschema.intersect import compile_cfg
 
-        if self._lark is None:  # the CFG of the grammar text, intersection terminals made exact
-            text = self.to_lark()
-            self._lark = compile_cfg(text, self._isect)
-        compiled: CompiledGrammar = CompiledCfg(self._lark, vocab)
+        if self._cfg is None:
+            self._cfg = build_cfg(self.rules())
+        compiled: CompiledGrammar = CompiledCfg(self._cfg, vocab)
         return compiled

@@ -108,12 +108,9 @@ def _dfa_for(regexp: str) -> Any:
         return regex_to_dfa(rewrite)
 
 
-def _terminal_dfa(name: str, regexp: str, text: str, literal: str | None = None) -> Any:
-    from ..automata.prebuilt import lookup
-
+def _terminal_dfa(name: str, regexp: str, text: str) -> Any:
     try:
-        # a DFA a front end registered for this exact literal (same language, built directly)
-        dfa = (lookup(literal) if literal is not None else None) or _dfa_for(regexp)
+        dfa = _dfa_for(regexp)
     except GrammarError as e:
         pos = _find_definition(text, name) or (None, None)
         raise GrammarError(f"terminal {name} (/{regexp}/) cannot be compiled: {e.message}",
@@ -172,9 +169,7 @@ def lark_to_cfg(text: str, *, start: str = "start", source_path: str | None = No
                     f"terminal {name} has no definition (%declare): grammarmask cannot generate it",
                     line=pos[0], column=pos[1], text=text)
             term_ids[name] = len(terminals)
-            pattern = td.pattern
-            literal = pattern.raw if pattern.type == "re" and not pattern.flags else None
-            terminals.append(Terminal(name, _terminal_dfa(name, pattern.to_regexp(), text, literal),
+            terminals.append(Terminal(name, _terminal_dfa(name, td.pattern.to_regexp(), text),
                                       greedy=True, priority=int(td.priority)))
         return term_ids[name]
 

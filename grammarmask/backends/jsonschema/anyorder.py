@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
-from .strings import literal, regex_terminal
+from ...cfg.builder import EMPTY, Expr, Lit, Pat, alt, seq
+from .strings import literal
 
 if TYPE_CHECKING:
     from .objects import ObjectBuilder, State
@@ -28,16 +29,16 @@ DEDUPE_STATES = 32
 class ObjectParts(NamedTuple):
     """What an object's keywords leave for its member machine (declared or any order)."""
 
-    members: list[tuple[str, bool, str]]  # (rule, required, key) per declared key, in order
-    extra: str | None  # the rule of one further member, if any is allowed
+    members: list[tuple[Expr, bool, str]]  # (rule, required, key) per declared key, in order
+    extra: Expr | None  # the rule of one further member, if any is allowed
     lo: int  # minProperties
     hi: int | None  # maxProperties
     deps: dict[str, list[str]]  # dependentRequired
     involved: list[str]  # the keys dependentRequired names
 
 
-def any_order(ob: ObjectBuilder, parts: ObjectParts) -> str | None:
-    """The members in any order, further members interleaved: an expression, "" or None.
+def any_order(ob: ObjectBuilder, parts: ObjectParts) -> Expr | None:
+    """The members in any order, further members interleaved: an expression, ``EMPTY`` or None.
 
     State ``(present, k, y)``: ``present`` is a bit set of the tracked declared keys emitted
     (a tracked key never comes twice), ``k`` the member count (capped at ``maxProperties``, else
@@ -73,21 +74,21 @@ def any_order(ob: ObjectBuilder, parts: ObjectParts) -> str | None:
     needs = [(bits[k], sum(bits[t] for t in deps[k] if t in bits)) for k in deps if k in tracked]
     own = [(m, bits[k]) for m, _, k in members if k in tracked]
     free = [m for m, _, k in members if k not in tracked] + ([extra] if extra is not None else [])
-    free_rule = (free[0] if len(free) == 1 else ob.c.rule(" | ".join(free), "f")) if free else None
+    free_rule = (free[0] if len(free) == 1 else ob.c.rule(alt(free), "f")) if free else None
     cap = hi if hi is not None else 1
     fy = 1 if lo > 0 else 0
 
-    def trans(st: State) -> list[tuple[str, State]]:
+    def trans(st: State) -> list[tuple[Expr, State]]:
         present, k, y = cast(tuple[int, int, int], st)
         if hi is not None and k >= hi:
             return []
-        sep = '"," ' if k else ""
+        sep = Lit(",") if k else EMPTY
         nk = min(k + 1, cap)
-        out: list[tuple[str, State]] = [
-            (sep + m, (present | b, nk, y)) for m, b in own if not present & b
+        out: list[tuple[Expr, State]] = [
+            (seq(sep, m), (present | b, nk, y)) for m, b in own if not present & b
         ]
         if free_rule is not None:
-            out.append((sep + free_rule, (present, nk, fy)))
+            out.append((seq(sep, free_rule), (present, nk, fy)))
         return out
 
     def accept(st: State) -> bool:
@@ -104,18 +105,19 @@ def any_order(ob: ObjectBuilder, parts: ObjectParts) -> str | None:
         raise OverflowError(f"more than {ANY_MAX_STATES} states (maxProperties {hi})") from None
 
 
-def literal_object(ob: ObjectBuilder, v: dict[str, Any]) -> str:
+def literal_object(ob: ObjectBuilder, v: dict[str, Any]) -> Expr:
     """A const/enum object with ``property_order="any"``: its members in any order, each once.
 
     Past ``MAX_TRACKED`` keys in written order (a documented narrowing)."""
     c = ob.c
     w = c.ws
-    members = []
+    members: list[tuple[Expr, bool, str]] = []
     for k, x in v.items():
-        key = regex_terminal('"' + literal(k) + '"')
-        members.append((c.rule(f'{w} {key} {w} ":" {w} {c.literal(x)} {w}', "m"), True, k))
+        key = Pat('"' + literal(k) + '"')
+        members.append((c.rule(seq(w, key, w, Lit(":"), w, c.literal(x), w), "m"), True, k))
+    body: Expr | None
     try:
         body = any_order(ob, ObjectParts(members, None, 0, None, {}, []))
     except OverflowError:
-        body = ' "," '.join(m for m, _, _ in members)
-    return c.rule(f'"{{" {body} "}}"', "l")
+        body = seq(*(x for i, (m, _, _) in enumerate(members) for x in ((Lit(","), m) if i else (m,))))
+    return c.rule(seq(Lit("{"), body if body is not None else EMPTY, Lit("}")), "l")

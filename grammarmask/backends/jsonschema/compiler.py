@@ -1,4 +1,4 @@
-"""JSON Schema to Lark grammar text.
+"""JSON Schema to grammar rules (the CFG IR's EBNF expressions, ``grammarmask.cfg.builder``).
 
 Each schema node becomes a rule whose language is the JSON text of the instances the node accepts.
 Regular parts (strings, numbers, keys) are regex terminals; objects, arrays, unions and recursion
@@ -22,15 +22,16 @@ import referencing.exceptions
 import referencing.jsonschema
 from jsonschema.validators import validator_for
 
+from ...cfg.builder import EMPTY, Expr, Lit, Pat, Ref, alt, build_cfg, opt, seq, star, to_lark
+from ...cfg.ir import Cfg
 from ...errors import GrammarError, UnsupportedSchemaError
 from . import objects
 from .anyorder import literal_object
-from .intersect import lark_regex
 from .keywords import ENFORCED, REFUSED, is_trivial, merge, normalize, refuse, types_of
 from .negation import complement
 from .numbers import JSON_NUMBER
 from .scalars import ScalarBuilder
-from .strings import ANY_CHAR, NOTHING, literal, regex_terminal
+from .strings import ANY_CHAR, NOTHING, literal
 
 __all__ = ["Compiler", "SchemaWarning"]
 
@@ -70,7 +71,7 @@ def close_scope(s: dict[str, Any]) -> dict[str, Any]:
 
 
 class Compiler:
-    """One compilation: a root schema and the whitespace options, producing Lark grammar text."""
+    """One compilation: a root schema and the whitespace options, producing grammar rules."""
 
     def __init__(
         self,
@@ -103,38 +104,45 @@ class Compiler:
         base = resource.id() or ""
         self.registry = jsonschema_specifications.REGISTRY.with_resource(base, resource).crawl()
         self.resolver = self.registry.resolver(base_uri=base)
-        self.rules: dict[str, str] = {}
-        self.memo: dict[Any, str] = {}
+        self.rules: dict[str, Expr] = {}
+        self.memo: dict[Any, Expr | None] = {}
         self.keep: list[Any] = []
         self.inline: list[str] = []
         self.reasons: list[str] = []
         self.warnings: list[str] = []
-        self.isect: dict[str, tuple[str, ...]] = {}  # intersection terminals: name -> parts
+        self.isect: dict[tuple[str, ...], Pat] = {}  # intersection terminals by their parts
         # One nullable rule, not `_W?` inline: lark expands every `x?` in a rule into two alternatives,
         # so k optional gaps made 2^k alternatives (2,053 rules for one schema, 9 with the rule).
-        self.ws = "" if whitespace == "compact" else "_ws"
+        self.ws: Expr = EMPTY if whitespace == "compact" else Ref("_ws")
         if whitespace == "compact":
-            self.ws_def = ""
+            self.ws_regex = ""
         elif indent is not None:
-            self.ws_def = f"_W: /\\n(?: {{{indent}}}){{0,{max(1, max_ws // indent)}}}|\\x20/"
+            self.ws_regex = f"\\n(?: {{{indent}}}){{0,{max(1, max_ws // indent)}}}|\\x20"
         else:
-            self.ws_def = f"_W: /[ \\t]{{0,{max_ws}}}\\n[ \\t]{{0,{max_ws}}}|[ \\t]{{1,{max_ws}}}/"
+            self.ws_regex = f"[ \\t]{{0,{max_ws}}}\\n[ \\t]{{0,{max_ws}}}|[ \\t]{{1,{max_ws}}}"
         self.objects = objects.ObjectBuilder(self)
         self.scalars = ScalarBuilder(self)
 
     # ---- entry points ------------------------------------------------------------------------------
 
-    def to_lark(self) -> str:
+    def grammar(self) -> dict[str, Expr]:
+        """The rules of the schema's language, start rule ``start`` first."""
         top = self.value(self.root, "", self.resolver)
         if top is None:
             why = self.reasons[0] if self.reasons else "no instance satisfies it"
             raise GrammarError(f"the schema admits no value: {why}")
-        lines = [f"start: {top}"]
-        lines += [f"{name}: {body}" for name, body in self.rules.items()]
-        lines += [f"{name}: {regex_terminal(lark_regex(parts))}" for name, parts in self.isect.items()]
-        if self.ws_def:
-            lines += ["_ws: _W?", self.ws_def]
-        return "\n".join(lines) + "\n"
+        rules = {"start": top, **self.rules}
+        if self.ws_regex:
+            rules["_ws"] = opt(Pat(self.ws_regex))
+        return rules
+
+    def to_lark(self) -> str:
+        """The Lark grammar text of the schema (a printer; the engine takes :meth:`cfg`)."""
+        return to_lark(self.grammar())
+
+    def cfg(self) -> Cfg:
+        """The schema's context-free grammar, built in memory."""
+        return build_cfg(self.grammar())
 
     def unsupported(self, keyword: str, pointer: str, why: str) -> None:
         """Refuse (strict) or warn about a keyword that is not enforced."""
@@ -148,14 +156,14 @@ class Compiler:
         self.reasons.append(f"{why} at {pointer or '/'}")
         return None
 
-    def rule(self, body: str, hint: str = "r") -> str:
+    def rule(self, body: Expr, hint: str = "r") -> Ref:
         name = f"{hint}{len(self.rules)}"
         self.rules[name] = body
-        return name
+        return Ref(name)
 
     # ---- nodes -------------------------------------------------------------------------------------
 
-    def value(self, s: Schema, ptr: str, resolver: Any) -> str | None:
+    def value(self, s: Schema, ptr: str, resolver: Any) -> Expr | None:
         """A grammar expression for the JSON text of the instances of ``s`` (None: no instance)."""
         if s is True or (isinstance(s, dict) and is_trivial(s)):
             return self.any_value()
@@ -170,13 +178,13 @@ class Compiler:
             return self.memo[key]
         self.keep.append(s)
         name = f"s{len(self.memo)}"
-        self.memo[key] = name
-        self.rules[name] = ""  # placeholder keeps rule order stable
+        self.memo[key] = Ref(name)
+        self.rules[name] = EMPTY  # placeholder keeps rule order stable
         body = self.node(s, ptr, resolver)
-        self.rules[name] = body if body is not None else regex_terminal(NOTHING)
+        self.rules[name] = body if body is not None else Pat(NOTHING)
         if body is None:
             return None
-        return name
+        return Ref(name)
 
     def resolve(self, ref: str, ptr: str, resolver: Any) -> Any:
         try:
@@ -186,7 +194,7 @@ class Compiler:
                 f"at {ptr or '/'}: $ref {ref!r} cannot be resolved ({type(e).__name__})"
             ) from None
 
-    def node(self, s: dict[str, Any], ptr: str, resolver: Any) -> str | None:
+    def node(self, s: dict[str, Any], ptr: str, resolver: Any) -> Expr | None:
         s = normalize(s, self.draft)
         if "if" in s and self.draft >= 7:
             s = self.if_then_else(s)
@@ -291,12 +299,12 @@ class Compiler:
             out = merge(out, p, ptr)
         return out
 
-    def synthetic(self, s: dict[str, Any], ptr: str, resolver: Any) -> str | None:
+    def synthetic(self, s: dict[str, Any], ptr: str, resolver: Any) -> Expr | None:
         """value() of a dict built here (kept alive so its id stays unique)."""
         self.keep.append(s)
         return self.value(s, ptr, resolver)
 
-    def union(self, s: dict[str, Any], ptr: str, resolver: Any) -> str | None:
+    def union(self, s: dict[str, Any], ptr: str, resolver: Any) -> Expr | None:
         base = {k: v for k, v in s.items() if k not in ("anyOf", "oneOf", "_more_anyOf", "_more_oneOf")}
         groups: list[tuple[str, list[Any]]] = []
         for k in ("anyOf", "oneOf"):
@@ -312,7 +320,7 @@ class Compiler:
                 branches = self.exclusive(branches, ptr, resolver)
             alts = [self.value(b, f"{ptr}/{kind}/{i}", resolver) for i, b in enumerate(branches)]
             live = [a for a in dict.fromkeys(alts) if a is not None]
-            return " | ".join(live) if live else self.empty(ptr, f"no {kind} branch admits a value")
+            return alt(live) if live else self.empty(ptr, f"no {kind} branch admits a value")
         combos = 1
         for _, g in groups:
             combos *= len(g)
@@ -330,7 +338,7 @@ class Compiler:
             if merged is not None:
                 alts.append(self.synthetic(merged, ptr, resolver))
         live = [a for a in dict.fromkeys(alts) if a is not None]
-        return " | ".join(live) if live else self.empty(ptr, "no anyOf/oneOf branch admits a value")
+        return alt(live) if live else self.empty(ptr, "no anyOf/oneOf branch admits a value")
 
     def exclusive(self, branches: list[Any], ptr: str, resolver: Any, base: Any = None) -> list[Any]:
         """``oneOf`` branches as equivalent ``anyOf`` branches, or refuse.
@@ -447,12 +455,12 @@ class Compiler:
 
     # ---- a merged node without combinators ----------------------------------------------------------
 
-    def simple(self, s: dict[str, Any], ptr: str, resolver: Any) -> str | None:
+    def simple(self, s: dict[str, Any], ptr: str, resolver: Any) -> Expr | None:
         if "enum" in s or "const" in s:
             cands = s.get("enum", [s["const"]] if "const" in s else [])
             if not isinstance(cands, list):
                 raise GrammarError(f"at {ptr or '/'}: enum must be an array")
-            lits: list[str] = []
+            lits: list[Expr] = []
             # Each candidate (or its 1.0 form) equals itself, so its own list need not be re-checked:
             # validating against the rest keeps this linear in the size of the enum.
             own = "enum" if "enum" in s else "const"
@@ -467,11 +475,11 @@ class Compiler:
                     forms = [f for f, x in ((0, int(v)), (1, float(v))) if self.validates(rest, x, resolver)]
                     if forms:
                         tail = {(0,): "", (1,): r"\.0+", (0, 1): r"(?:\.0+)?"}[tuple(forms)]
-                        lits.append(regex_terminal(str(int(v)) + tail))
+                        lits.append(Pat(str(int(v)) + tail))
                 elif self.validates(rest, v, resolver):
                     lits.append(self.literal(v))
             lits = list(dict.fromkeys(lits))
-            return " | ".join(lits) if lits else self.empty(ptr, "no enum/const value satisfies the schema")
+            return alt(lits) if lits else self.empty(ptr, "no enum/const value satisfies the schema")
         types = types_of(s)
         if "type" in s:
             bad = [t for t in s["type"] if t not in types_of({})]
@@ -480,11 +488,11 @@ class Compiler:
         excluded: list[Any] = []
         if "not" in s:
             types = self.apply_not(s["not"], types, excluded, s, ptr, resolver)
-        alts: list[str] = []
+        alts: list[Expr] = []
         if "null" in types:
-            alts.append('"null"')
+            alts.append(Lit("null"))
         if "boolean" in types:
-            alts += ['"true"', '"false"']
+            alts += [Lit("true"), Lit("false")]
         if "number" in types or "integer" in types:
             r = self.scalars.number(s, "number" not in types, ptr)
             if r is not None:
@@ -506,7 +514,7 @@ class Compiler:
         if excl_other:
             drop = {self.literal(v) for v in excl_other if v is None or isinstance(v, bool)}
             alts = [a for a in alts if a not in drop]
-        return " | ".join(alts) if alts else self.empty(ptr, "no type admits a value")
+        return alt(alts) if alts else self.empty(ptr, "no type admits a value")
 
     def apply_not(
         self, n: Schema, types: set[str], excluded: list[Any], s: dict[str, Any], ptr: str, resolver: Any
@@ -559,53 +567,58 @@ class Compiler:
 
     # ---- scalars -----------------------------------------------------------------------------------
 
-    def literal(self, v: Any) -> str:
+    def literal(self, v: Any) -> Expr:
         """Expression for the JSON text of one value (key order as given)."""
         if v is None:
-            return '"null"'
+            return Lit("null")
         if v is True or v is False:
-            return '"true"' if v else '"false"'
+            return Lit("true") if v else Lit("false")
         if isinstance(v, (int, float)) and self.draft >= 6 and abs(v) <= 2**53 and float(v).is_integer():
             # Draft 6+ cannot tell 1 from 1.0 (type, equality and multipleOf agree), so both forms.
-            return regex_terminal(str(int(v)) + r"(?:\.0+)?")
+            return Pat(str(int(v)) + r"(?:\.0+)?")
         if isinstance(v, int):
-            return regex_terminal(str(v))
+            return Pat(str(v))
         if isinstance(v, float):
-            return regex_terminal(re.escape(json.dumps(v)))
+            return Pat(re.escape(json.dumps(v)))
         if isinstance(v, str):
-            return regex_terminal(f'"{literal(v)}"')
+            return Pat(f'"{literal(v)}"')
         w = self.ws
         if isinstance(v, list):
             if not v:
-                return f'"[" {w} "]"'
-            items = f' {w} "," {w} '.join(self.literal(x) for x in v)
-            return self.rule(f'"[" {w} {items} {w} "]"', "l")
+                return seq(Lit("["), w, Lit("]"))
+            items = [seq(w, Lit(","), w, self.literal(x)) for x in v[1:]]
+            return self.rule(seq(Lit("["), w, self.literal(v[0]), *items, w, Lit("]")), "l")
         if isinstance(v, dict):
             if not v:
-                return f'"{{" {w} "}}"'
+                return seq(Lit("{"), w, Lit("}"))
             if self.any_order and len(v) > 1:
                 return literal_object(self.objects, v)
-            members = f' {w} "," {w} '.join(
-                f'{regex_terminal(chr(34) + literal(k) + chr(34))} {w} ":" {w} {self.literal(x)}'
-                for k, x in v.items()
-            )
-            return self.rule(f'"{{" {w} {members} {w} "}}"', "l")
+            members: list[Expr] = []
+            for k, x in v.items():
+                if members:
+                    members += [w, Lit(","), w]
+                members += [Pat('"' + literal(k) + '"'), w, Lit(":"), w, self.literal(x)]
+            return self.rule(seq(Lit("{"), w, *members, w, Lit("}")), "l")
         raise GrammarError(f"not a JSON value: {v!r}")
 
-    def any_value(self) -> str:
+    def any_value(self) -> Expr:
         if "json_value" not in self.rules:
             w = self.ws
-            self.rules["json_value"] = (
-                f"json_object | json_array | {regex_terminal(chr(34) + ANY_CHAR + '*' + chr(34))} "
-                f'| {regex_terminal(JSON_NUMBER)} | "true" | "false" | "null"'
+            string = Pat('"' + ANY_CHAR + '*"')
+            obj, arr = Ref("json_object"), Ref("json_array")
+            member, item = Ref("json_member"), Ref("json_item")
+            self.rules["json_value"] = alt(
+                [obj, arr, string, Pat(JSON_NUMBER), Lit("true"), Lit("false"), Lit("null")]
             )
-            self.rules["json_object"] = f'"{{" {w} "}}" | "{{" json_member ("," json_member)* "}}"'
-            self.rules["json_member"] = (
-                f'{w} {regex_terminal(chr(34) + ANY_CHAR + "*" + chr(34))} {w} ":" {w} json_value {w}'
+            self.rules["json_object"] = alt(
+                [seq(Lit("{"), w, Lit("}")), seq(Lit("{"), member, star(seq(Lit(","), member)), Lit("}"))]
             )
-            self.rules["json_array"] = f'"[" {w} "]" | "[" json_item ("," json_item)* "]"'
-            self.rules["json_item"] = f"{w} json_value {w}"
-        return "json_value"
+            self.rules["json_member"] = seq(w, string, w, Lit(":"), w, Ref("json_value"), w)
+            self.rules["json_array"] = alt(
+                [seq(Lit("["), w, Lit("]")), seq(Lit("["), item, star(seq(Lit(","), item)), Lit("]"))]
+            )
+            self.rules["json_item"] = seq(w, Ref("json_value"), w)
+        return Ref("json_value")
 
 
 _UNEVALUATED = {"unevaluatedProperties", "unevaluatedItems"}

@@ -8,8 +8,8 @@ JSON text of the string, quotes included.
   ``/(?=P1)(?=P2)...Pn/``. Every string ``Pi`` is ``"body"`` whose body has no unescaped quote, so a
   lookahead ``Pi`` can only end at the closing quote: the terminal matches exactly ``P1 & ... & Pn``.
   Number parts (``not: {type: integer}`` with bounds) get a guard ``(?![0-9.eE+-])`` instead.
-- For grammarmask's own compile, the terminal's DFA is the product of the parts' DFAs (exact), built
-  here and swapped into the CFG that ``lark_to_cfg`` loads from the same text with ``Pn`` alone.
+- For grammarmask's own compile, the terminal's DFA is the product of the parts' DFAs (exact),
+  built here: :func:`intersection_terminal` is a ``Pat`` that prints the first form and builds this.
 
 A part written ``!P`` (a quoted-string regex) is a complement: the strings NOT in ``P``, written
 ``(?!P)`` for lark (``P`` ends at the closing quote, so the negative lookahead covers the whole string)
@@ -20,31 +20,19 @@ Products are refused (the caller raises ``UnsupportedSchemaError``) past ``MAX_S
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import re
-from typing import Any
 
 from ...automata import DFA, difference, product, regex_to_dfa
+from ...cfg.builder import Pat
 from ...errors import GrammarError
 
-__all__ = [
-    "MAX_STATES", "TooLarge", "compile_cfg", "intersection_dfa", "lark_regex", "ordered",
-    "terminal_name",
-]  # fmt: skip
+__all__ = ["MAX_STATES", "TooLarge", "intersection_dfa", "intersection_terminal", "lark_regex", "ordered"]
 
 MAX_STATES = 20_000
-_NAME = "ISECT"
-_DEF = re.compile(rf"^({_NAME}\d+): .*$", re.MULTILINE)
 
 
 class TooLarge(Exception):
     """The product automaton exceeds MAX_STATES."""
-
-
-def terminal_name(i: int) -> str:
-    """The name of the i-th intersection terminal of a grammar."""
-    return f"{_NAME}{i}"
 
 
 def lark_regex(parts: tuple[str, ...]) -> str:
@@ -87,24 +75,6 @@ def intersection_dfa(parts: tuple[str, ...]) -> DFA:
     raise TooLarge(why)
 
 
-def compile_cfg(text: str, parts: dict[str, tuple[str, ...]]) -> Any:
-    """The CFG of the Lark ``text`` with each intersection terminal's DFA set to the exact product."""
-    from ..lark import lark_to_cfg
-    from .strings import regex_terminal
-
-    if not parts:
-        return lark_to_cfg(text)
-
-    def plain(m: re.Match[str]) -> str:
-        # the last part alone (a regex our automata accept), nested in i+1 groups so that lark, which
-        # reuses a terminal for an identical inline pattern, never maps another terminal onto it
-        name = m.group(1)
-        depth = int(name[len(_NAME):]) + 1
-        return f"{name}: {regex_terminal('(?:' * depth + parts[name][-1] + ')' * depth)}"
-
-    cfg = lark_to_cfg(_DEF.sub(plain, text))
-    terminals = tuple(
-        dataclasses.replace(t, dfa=intersection_dfa(parts[t.name])) if t.name in parts else t
-        for t in cfg.terminals
-    )
-    return dataclasses.replace(cfg, terminals=terminals).validated()
+def intersection_terminal(parts: tuple[str, ...]) -> Pat:
+    """The terminal for the intersection of ``parts``: lark's lookahead regex, the exact product DFA."""
+    return Pat(lark_regex(parts), functools.partial(intersection_dfa, parts))

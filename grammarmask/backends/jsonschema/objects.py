@@ -1,4 +1,4 @@
-"""Objects and arrays as small state machines written out as Lark rules.
+"""Objects and arrays as small state machines written out as grammar rules.
 
 An object is its declared properties in schema order (each present or, if optional, skipped)
 followed by any further members the schema allows; an array is its items by position. Counting
@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Any, cast
 
 from jsonschema._utils import equal
 
+from ...cfg.builder import EMPTY, Expr, Lit, Pat, Ref, alt, opt, seq
 from ...errors import GrammarError, UnsupportedSchemaError
 from .anyorder import ObjectParts, any_order
 from .intersect import ordered
 from .keyset import KeySetTooLarge, key_regex
 from .keywords import is_trivial
-from .strings import NOTHING, key_not_in, literal, pattern_regex, regex_terminal
+from .strings import NOTHING, key_not_in, key_not_in_terminal, literal, pattern_regex
 
 if TYPE_CHECKING:
     from .compiler import Compiler
@@ -51,15 +52,16 @@ class ObjectBuilder:
     def machine(
         self,
         start: State,
-        trans: Callable[[State], list[tuple[str, State]]],
+        trans: Callable[[State], list[tuple[Expr, State]]],
         accept: Callable[[State], bool],
         hint: str,
         limit: int = MAX_STATES,
-    ) -> str | None:
-        """Rules for the sequences accepted from ``start``: an expression, "" (empty only) or None.
+    ) -> Expr | None:
+        """Rules for the sequences accepted from ``start``: an expression, ``EMPTY`` (the empty
+        string only) or None. An edge labelled ``EMPTY`` consumes nothing.
 
         Raises OverflowError past ``limit`` states."""
-        edges: dict[State, list[tuple[str, State]]] = {}
+        edges: dict[State, list[tuple[Expr, State]]] = {}
         todo = [start]
         while todo:
             st = todo.pop()
@@ -75,37 +77,38 @@ class ObjectBuilder:
         while changed:
             changed = False
             for st, out in edges.items():
-                if st not in nullable and any(e == "" and n in nullable for e, n in out):
+                if st not in nullable and any(e == EMPTY and n in nullable for e, n in out):
                     nullable.add(st)
                     changed = True
                 live_next = any(
-                    (e != "" and (n in nullable or n in solid)) or (e == "" and n in solid) for e, n in out
+                    (e != EMPTY and (n in nullable or n in solid)) or (e == EMPTY and n in solid)
+                    for e, n in out
                 )
                 if st not in solid and live_next:
                     solid.add(st)
                     changed = True
         if start not in solid:
-            return "" if start in nullable else None
+            return EMPTY if start in nullable else None
         names = {st: f"{hint}{len(self.c.rules)}_{i}" for i, st in enumerate(x for x in edges if x in solid)}
 
-        def ref(st: State) -> str:
+        def ref(st: State) -> Expr:
             if st not in solid:
-                return ""
-            return names[st] + ("?" if st in nullable else "")
+                return EMPTY
+            return opt(Ref(names[st])) if st in nullable else Ref(names[st])
 
         for st in names:
-            alts = []
+            alts: list[Expr] = []
             for e, n in edges[st]:
-                if e == "" and n in solid:
-                    alts.append(names[n])
-                elif e != "" and (n in solid or n in nullable):
-                    alts.append(f"{e} {ref(n)}".strip())
-            self.c.rules[names[st]] = " | ".join(dict.fromkeys(alts))
+                if e == EMPTY and n in solid:
+                    alts.append(Ref(names[n]))
+                elif e != EMPTY and (n in solid or n in nullable):
+                    alts.append(seq(e, ref(n)))
+            self.c.rules[names[st]] = alt(alts)
         return ref(start)
 
     # ---- arrays -----------------------------------------------------------------------------------
 
-    def array(self, s: dict[str, Any], ptr: str, resolver: Any) -> str | None:
+    def array(self, s: dict[str, Any], ptr: str, resolver: Any) -> Expr | None:
         c = self.c
         w = c.ws
         prefix = s.get("prefixItems", [])
@@ -120,13 +123,13 @@ class ObjectBuilder:
                 c.unsupported("maxContains", ptr, "maxContains below maxItems is not supported")
         if s.get("uniqueItems") is True and (hi is None or hi > 1):
             unique = self.unique_enum(s, lo, hi, ptr, resolver)
-            if unique is None or isinstance(unique, str):
+            if unique is None or isinstance(unique, Expr):
                 return unique
             c.unsupported("uniqueItems", ptr, "uniqueItems is only supported over a small enum of items")
         need = need or 0
-        cache: dict[tuple[int, bool], str | None] = {}
+        cache: dict[tuple[int, bool], Expr | None] = {}
 
-        def item(i: int, matched: bool) -> str | None:
+        def item(i: int, matched: bool) -> Expr | None:
             key = (min(i, len(prefix)), matched)
             if key not in cache:
                 sch = prefix[i] if i < len(prefix) else items
@@ -140,17 +143,17 @@ class ObjectBuilder:
 
         cap = hi if hi is not None else max(len(prefix), lo, 1)
 
-        def trans(st: State) -> list[tuple[str, State]]:
+        def trans(st: State) -> list[tuple[Expr, State]]:
             i, k = cast(tuple[int, int], st)
             if hi is not None and i >= hi:
                 return []
-            out: list[tuple[str, State]] = []
-            sep = '"," ' if i > 0 else ""
+            out: list[tuple[Expr, State]] = []
+            sep = Lit(",") if i > 0 else EMPTY
             nxt = min(i + 1, cap)
             for matched in (False, True) if k < need else (False,):
                 x = item(i, matched)
                 if x is not None:
-                    out.append((f"{sep}{w} {x} {w}", (nxt, k + 1 if matched else k)))
+                    out.append((seq(sep, w, x, w), (nxt, k + 1 if matched else k)))
             return out
 
         def accept(st: State) -> bool:
@@ -164,10 +167,10 @@ class ObjectBuilder:
             return None
         alts = []
         if lo == 0 and need == 0:
-            alts.append(f'"[" {w} "]"')
-        if body:
-            alts.append(f'"[" {body} "]"')
-        return " | ".join(alts) if alts else c.empty(ptr, "no array fits minItems/maxItems/contains")
+            alts.append(seq(Lit("["), w, Lit("]")))
+        if body is not None and body != EMPTY:
+            alts.append(seq(Lit("["), body, Lit("]")))
+        return alt(alts) if alts else c.empty(ptr, "no array fits minItems/maxItems/contains")
 
     def unique_enum(self, s: dict[str, Any], lo: int, hi: int | None, ptr: str, resolver: Any) -> Any:
         """Arrays of distinct values from a finite enum (at most 10): the state is the set used.
@@ -194,26 +197,26 @@ class ObjectBuilder:
         lits = [c.literal(v) for v in vals]
         top = len(vals) if hi is None else min(hi, len(vals))
 
-        def trans(st: State) -> list[tuple[str, State]]:
+        def trans(st: State) -> list[tuple[Expr, State]]:
             used = cast(frozenset[int], st)
             if len(used) >= top:
                 return []
-            sep = '"," ' if used else ""
-            return [(f"{sep}{w} {lit} {w}", used | {i}) for i, lit in enumerate(lits) if i not in used]
+            sep = Lit(",") if used else EMPTY
+            return [(seq(sep, w, lit, w), used | {i}) for i, lit in enumerate(lits) if i not in used]
 
         def accept(st: State) -> bool:
             n = len(cast(frozenset[int], st))
             return n >= max(lo, 1)
 
         body = self.machine(frozenset(), trans, accept, "u")
-        alts = [f'"[" {w} "]"'] if lo == 0 else []
-        if body:
-            alts.append(f'"[" {body} "]"')
-        return " | ".join(alts) if alts else c.empty(ptr, "no array of distinct enum values fits")
+        alts = [seq(Lit("["), w, Lit("]"))] if lo == 0 else []
+        if body is not None and body != EMPTY:
+            alts.append(seq(Lit("["), body, Lit("]")))
+        return alt(alts) if alts else c.empty(ptr, "no array of distinct enum values fits")
 
     # ---- objects ----------------------------------------------------------------------------------
 
-    def object(self, s: dict[str, Any], ptr: str, resolver: Any, forbidden: list[str]) -> str | None:
+    def object(self, s: dict[str, Any], ptr: str, resolver: Any, forbidden: list[str]) -> Expr | None:
         c = self.c
         w = c.ws
         props = s.get("properties", {})
@@ -233,7 +236,7 @@ class ObjectBuilder:
                 re.compile(p)
             except re.error:
                 c.unsupported("patternProperties", ptr, f"pattern {p!r} is not a Python regex")
-        members: list[tuple[str, bool, str]] = []
+        members: list[tuple[Expr, bool, str]] = []
         deps = s.get("dependentRequired", {})
         if not isinstance(deps, dict) or not all(isinstance(v, list) for v in deps.values()):
             raise GrammarError(f"at {ptr or '/'}: dependentRequired must map names to arrays")
@@ -257,13 +260,13 @@ class ObjectBuilder:
                 if req:
                     return c.empty(ptr, f"required property {key!r} cannot have a value")
                 continue
-            k_term = regex_terminal('"' + literal(key) + '"')
-            members.append((c.rule(f'{w} {k_term} {w} ":" {w} {val} {w}', "m"), req, key))
+            k_term = Pat('"' + literal(key) + '"')
+            members.append((c.rule(seq(w, k_term, w, Lit(":"), w, val, w), "m"), req, key))
         extra = self.extras(pats, addl, pnames, declared + forbidden, ptr, resolver)
         shape = ObjectParts(members, extra, lo, hi, deps, involved)
         alts = []
         if lo == 0 and not any(req for _, req, _ in members):
-            alts.append(f'"{{" {w} "}}"')
+            alts.append(seq(Lit("{"), w, Lit("}")))
         body = None
         ordered_ok = not c.any_order or len(members) + (extra is not None) <= 1
         if not ordered_ok:
@@ -277,12 +280,12 @@ class ObjectBuilder:
                 ordered_ok = True
         if ordered_ok:
             body = self.declared_order(shape, ptr)
-        if body:
-            alts.append(f'"{{" {body} "}}"')
-        return " | ".join(alts) if alts else c.empty(ptr, "no object fits the property constraints")
+        if body is not None and body != EMPTY:
+            alts.append(seq(Lit("{"), body, Lit("}")))
+        return alt(alts) if alts else c.empty(ptr, "no object fits the property constraints")
 
-    def declared_order(self, parts: ObjectParts, ptr: str) -> str | None:
-        """The members in declared order, then further members: an expression, "" or None."""
+    def declared_order(self, parts: ObjectParts, ptr: str) -> Expr | None:
+        """The members in declared order, then further members: an expression, ``EMPTY`` or None."""
         c = self.c
         members, extra, lo, hi, deps, involved = parts
         n = len(members)
@@ -296,20 +299,20 @@ class ObjectBuilder:
         def needed(present: frozenset[str]) -> set[str]:
             return {t for k in present for t in deps.get(k, [])}
 
-        def trans(st: State) -> list[tuple[str, State]]:
+        def trans(st: State) -> list[tuple[Expr, State]]:
             i, d, e, present = cast(tuple[int, int, int, frozenset[str]], st)
-            out: list[tuple[str, State]] = []
-            sep = '"," ' if d + e > 0 else ""
+            out: list[tuple[Expr, State]] = []
+            sep = Lit(",") if d + e > 0 else EMPTY
             room = hi is None or d + e < hi
             if i < n:
                 m, req, key = members[i]
                 now = present | {key} if key in involved else present
                 if room:
-                    out.append((sep + m, (i + 1, min(d + 1, dcap), e, now)))
+                    out.append((seq(sep, m), (i + 1, min(d + 1, dcap), e, now)))
                 if not req and key not in needed(present):
-                    out.append(("", (i + 1, d, e, present)))
+                    out.append((EMPTY, (i + 1, d, e, present)))
             elif extra is not None and room:
-                out.append((sep + extra, (n, d, min(e + 1, ecap), present)))
+                out.append((seq(sep, extra), (n, d, min(e + 1, ecap), present)))
             return out
 
         def accept(st: State) -> bool:
@@ -324,37 +327,37 @@ class ObjectBuilder:
 
     def extras(
         self, pats: dict[str, Any], addl: Any, pnames: Any, taken: list[str], ptr: str, resolver: Any
-    ) -> str | None:
+    ) -> Expr | None:
         """One further member (key not declared), or None when no further member is allowed."""
         c = self.c
         w = c.ws
         if pnames is False:
             return None
-        key_re: str | None = None
-        val: str | None = None
+        k_term: Expr | None = None
+        val: Expr | None = None
         if not pats:
             if addl is False:
                 return None
             val = c.value(addl, f"{ptr}/additionalProperties", resolver)
             if is_trivial(pnames):
-                key_re = key_not_in(taken)
+                k_term = key_not_in_terminal(taken)
             else:
                 key_re = self.names_regex(pnames, taken, ptr, resolver)
+                k_term = None if key_re is None else Pat('"' + key_re + '"')
         elif is_trivial(addl) and all(is_trivial(v) for v in pats.values()) and is_trivial(pnames):
             val = c.value(addl, f"{ptr}/additionalProperties", resolver)
-            key_re = key_not_in(taken)
+            k_term = key_not_in_terminal(taken)
         else:
             if not is_trivial(pnames):
                 c.unsupported("propertyNames", ptr, "propertyNames together with patternProperties")
             return self.pattern_regions(pats, addl, taken, ptr, resolver)
-        if val is None or key_re is None:
+        if val is None or k_term is None:
             return None
-        k_term = regex_terminal('"' + key_re + '"')
-        return c.rule(f'{w} {k_term} {w} ":" {w} {val} {w}', "x")
+        return c.rule(seq(w, k_term, w, Lit(":"), w, val, w), "x")
 
     def key_intersection(
         self, match: list[str], avoid: list[str], taken: list[str], ptr: str, why: str
-    ) -> str | None:
+    ) -> Expr | None:
         """The keys (canonical JSON text) that ``re.search`` every pattern in ``match``, none in
         ``avoid`` and are not ``taken``, as an intersection terminal (product automaton, intersect.py)
         when the key-set DFA of ``keyset`` is too large; None if empty or refused."""
@@ -366,12 +369,12 @@ class ObjectBuilder:
         except UnsupportedSchemaError:
             c.unsupported("patternProperties", ptr, f"these key sets are too complex ({why})")
             return None
-        fallback = regex_terminal(NOTHING)
+        fallback = Pat(NOTHING)
         return c.scalars.intersection_terminal(ordered(parts), "patternProperties", ptr, fallback)
 
     def pattern_regions(
         self, pats: dict[str, Any], addl: Any, taken: list[str], ptr: str, resolver: Any
-    ) -> str | None:
+    ) -> Expr | None:
         """Further members when patternProperties apply: one key region per set of matching patterns.
 
         A key matching exactly the patterns T (and not declared) takes ``allOf`` of their schemas; a
@@ -395,7 +398,7 @@ class ObjectBuilder:
             others = [p for p in names if p not in subset]
             try:
                 key_re = key_regex(subset, others, taken)
-                key_term = None if key_re is None else regex_terminal(chr(34) + key_re + chr(34))
+                key_term: Expr | None = None if key_re is None else Pat('"' + key_re + '"')
             except (KeySetTooLarge, re.error, RecursionError) as e:
                 key_term = self.key_intersection(subset, others, taken, ptr, str(e))
             if key_term is None:
@@ -408,10 +411,10 @@ class ObjectBuilder:
             )
             if val is None:
                 continue
-            members.append(c.rule(f'{w} {key_term} {w} ":" {w} {val} {w}', "x"))
+            members.append(c.rule(seq(w, key_term, w, Lit(":"), w, val, w), "x"))
         if not members:
             return None
-        return members[0] if len(members) == 1 else c.rule(" | ".join(members), "x")
+        return members[0] if len(members) == 1 else c.rule(alt(members), "x")
 
     def names_regex(self, pnames: Any, taken: list[str], ptr: str, resolver: Any) -> str | None:
         c = self.c

@@ -6,13 +6,14 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from ...cfg.builder import Expr, Lit, Pat, alt, seq
 from ...errors import GrammarError
 from .formats import FORMATS, enforced_format, format_width
-from .intersect import MAX_STATES, TooLarge, intersection_dfa, terminal_name
+from .intersect import MAX_STATES, TooLarge, intersection_dfa, intersection_terminal
 from .keyset import KeySetTooLarge, key_regex
 from .multiples import decimal_multiple_regex
 from .numbers import NON_INTEGER, number_regex
-from .strings import ANY_CHAR, NOTHING, key_not_in, pattern_regex, plain_string, regex_terminal
+from .strings import ANY_CHAR, NOTHING, key_not_in_terminal, pattern_regex, plain_string
 
 if TYPE_CHECKING:
     from .compiler import Compiler
@@ -28,10 +29,10 @@ class ScalarBuilder:
 
     def __init__(self, c: Compiler) -> None:
         self.c = c
-        self._long: dict[tuple[int, int], str] = {}  # long_string rules by (lo, hi)
-        self._chunks: dict[tuple[int, int, bool], str] = {}
+        self._long: dict[tuple[int, int], Expr] = {}  # long_string rules by (lo, hi)
+        self._chunks: dict[tuple[int, int, bool], Expr] = {}
 
-    def number(self, s: dict[str, Any], integer: bool, ptr: str) -> str | None:
+    def number(self, s: dict[str, Any], integer: bool, ptr: str) -> Expr | None:
         lo, lo_x, hi, hi_x = None, False, None, False
         for k, strict_ in (("minimum", False), ("exclusiveMinimum", True)):
             v = s.get(k)
@@ -54,11 +55,11 @@ class ScalarBuilder:
                 self.c.unsupported("not", ptr, "'not integer' together with multipleOf")
                 return None
             if lo is None and hi is None:
-                return regex_terminal(NON_INTEGER)
+                return Pat(NON_INTEGER)
             r = number_regex(lo, lo_x, hi, hi_x, integer=False, int_fraction=self.c.draft >= 6)
             if r is None:
                 return self.c.empty(ptr, f"no number in the range {lo}..{hi}")
-            return self.intersection_terminal(tuple(sorted({r, NON_INTEGER})), "not", ptr, regex_terminal(r))
+            return self.intersection_terminal(tuple(sorted({r, NON_INTEGER})), "not", ptr, Pat(r))
         if m is not None:
             if not isinstance(m, (int, float)) or isinstance(m, bool) or m <= 0:
                 raise GrammarError(f"at {ptr or '/'}: multipleOf must be a positive number")
@@ -81,11 +82,11 @@ class ScalarBuilder:
         dm = decimal_multiple_regex(m) if isinstance(m, float) else None
         if dm is not None:  # multipleOf 10^-k, as jsonschema's float check sees it (multiples.py)
             if lo is None and hi is None and not integer:
-                return regex_terminal(dm)
-            return self.intersection_terminal(tuple(sorted({r, dm})), "multipleOf", ptr, regex_terminal(r))
-        return regex_terminal(r)
+                return Pat(dm)
+            return self.intersection_terminal(tuple(sorted({r, dm})), "multipleOf", ptr, Pat(r))
+        return Pat(r)
 
-    def multiples(self, m: int, lo: Any, lo_x: bool, hi: Any, hi_x: bool, ptr: str) -> str | None:
+    def multiples(self, m: int, lo: Any, lo_x: bool, hi: Any, hi_x: bool, ptr: str) -> Expr | None:
         import math
 
         if lo is not None and hi is not None:
@@ -98,7 +99,7 @@ class ScalarBuilder:
             if count <= 256:
                 vals = [str(v) for v in range(first, b + 1, m)]
                 vals.sort(key=lambda v: -len(v))
-                return regex_terminal("(?:" + "|".join(vals) + ")")
+                return Pat("(?:" + "|".join(vals) + ")")
         if lo is None and hi is None:
             n2 = m
             a2 = b5 = 0
@@ -111,13 +112,13 @@ class ScalarBuilder:
                 sufs = [str(v).zfill(k) for v in range(0, 10**k, m)]
                 small = sorted((str(v) for v in range(0, 10**k, m)), key=lambda v: -len(v))
                 mag = "(?:[1-9][0-9]*(?:" + "|".join(sufs) + ")|" + "|".join(small) + ")"
-                return regex_terminal("-?" + mag)
+                return Pat("-?" + mag)
         self.c.unsupported("multipleOf", ptr, f"multipleOf {m} with this range has no compact exact form")
-        return regex_terminal(
+        return Pat(
             number_regex(lo, lo_x, hi, hi_x, integer=True, int_fraction=self.c.draft >= 6) or NOTHING
         )
 
-    def string(self, s: dict[str, Any], ptr: str, excluded: list[str]) -> str | None:
+    def string(self, s: dict[str, Any], ptr: str, excluded: list[str]) -> Expr | None:
         lo, hi = s.get("minLength", 0), s.get("maxLength")
         if s.get("_not_patterns"):
             return self.string_avoiding(s, ptr, excluded)
@@ -134,12 +135,12 @@ class ScalarBuilder:
             if body != plain_string(0, None):
                 self.c.unsupported("not", ptr, "excluding string values from a constrained string")
             else:
-                body = key_not_in(excluded)
-        return regex_terminal(f'"{body}"')
+                return key_not_in_terminal(excluded)
+        return Pat(f'"{body}"')
 
     def intersection(
         self, body: str, extra: list[str], s: dict[str, Any], ptr: str, excluded: list[str]
-    ) -> str | None:
+    ) -> Expr | None:
         """A named terminal for strings matching ``body`` and every ``extra`` regex (exact product)."""
         keyword = "maxLength" if "maxLength" in s else "minLength" if "minLength" in s else "pattern"
         if excluded:
@@ -149,18 +150,18 @@ class ScalarBuilder:
             # the length automaton alone needs a state per count (n+1 for n characters), so the
             # product is refused: said at once instead of after building most of it (seconds)
             self.c.unsupported(keyword, ptr, "these constraints together: product automaton too large")
-            return regex_terminal(f'"{body}"')
+            return Pat(f'"{body}"')
         parts = tuple(sorted({f'"{r}"' for r in (body, *extra)}))
-        return self.intersection_terminal(parts, keyword, ptr, regex_terminal(f'"{body}"'))
+        return self.intersection_terminal(parts, keyword, ptr, Pat(f'"{body}"'))
 
     def intersection_terminal(
-        self, parts: tuple[str, ...], keyword: str, ptr: str, fallback: str
-    ) -> str | None:
-        """A named terminal for the intersection of the full-terminal regexes ``parts`` (intersect.py);
+        self, parts: tuple[str, ...], keyword: str, ptr: str, fallback: Expr
+    ) -> Expr | None:
+        """A terminal for the intersection of the full-terminal regexes ``parts`` (intersect.py);
         ``fallback`` (the first constraint alone) if the product is too large and strict is off."""
-        for name, known in self.c.isect.items():
-            if known == parts:
-                return name
+        known = self.c.isect.get(parts)
+        if known is not None:
+            return known
         try:
             dfa = intersection_dfa(parts)
         except TooLarge:
@@ -168,11 +169,10 @@ class ScalarBuilder:
             return fallback
         if dfa.is_empty():
             return self.c.empty(ptr, "no value satisfies these constraints together")
-        name = terminal_name(len(self.c.isect))
-        self.c.isect[name] = parts
-        return name
+        term = self.c.isect[parts] = intersection_terminal(parts)
+        return term
 
-    def string_avoiding(self, s: dict[str, Any], ptr: str, excluded: list[str]) -> str | None:
+    def string_avoiding(self, s: dict[str, Any], ptr: str, excluded: list[str]) -> Expr | None:
         """A string that ``re.search``-matches none of ``not: {pattern}``: a key-set DFA (no line
         terminators in the string, a narrowing)."""
         lo, hi = s.get("minLength", 0), s.get("maxLength")
@@ -187,9 +187,9 @@ class ScalarBuilder:
         except (KeySetTooLarge, re.error, RecursionError) as e:
             self.c.unsupported("not", ptr, f"'not pattern' is too complex here ({e})")
             return None
-        return None if body is None else regex_terminal(f'"{body}"')
+        return None if body is None else Pat(f'"{body}"')
 
-    def long_string(self, lo: int, hi: int) -> str:
+    def long_string(self, lo: int, hi: int) -> Expr:
         """A string of lo..hi characters (lo <= CHUNK) as chunk lexemes, so no automaton has to count
         to ``hi``: full chunks of exactly CHUNK characters, then a closing chunk of at most CHUNK
         characters and the closing quote. After i full chunks of k_max = ceil(hi / CHUNK), the
@@ -206,17 +206,17 @@ class ScalarBuilder:
         full = self.chunk(CHUNK, CHUNK)
         for i in range(k_max - 2, -1, -1):  # what may follow i full chunks
             closing = self.chunk(lo if i == 0 else 0, CHUNK, closing=True)
-            rest = self.c.rule(f"{full} {rest} | {closing}", "c")
-        self._long[(lo, hi)] = self.c.rule(f'"\\"" {rest}', "q")
+            rest = self.c.rule(alt([seq(full, rest), closing]), "c")
+        self._long[(lo, hi)] = self.c.rule(seq(Lit('"'), rest), "q")
         return self._long[(lo, hi)]
 
-    def chunk(self, lo: int, hi: int, *, closing: bool = False) -> str:
+    def chunk(self, lo: int, hi: int, *, closing: bool = False) -> Expr:
         """A rule for one chunk lexeme of lo..hi characters, with the closing quote if ``closing``
         (shared: the regex is long)."""
         key = (lo, hi, closing)
         if key not in self._chunks:
             body = f"{ANY_CHAR}{{{lo},{hi}}}" + ('"' if closing else "")
-            self._chunks[key] = self.c.rule(regex_terminal(body), "k")
+            self._chunks[key] = self.c.rule(Pat(body), "k")
         return self._chunks[key]
 
     def string_body(self, s: dict[str, Any], ptr: str, extra: list[str] | None = None) -> str | None:

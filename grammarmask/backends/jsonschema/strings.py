@@ -20,7 +20,7 @@ from functools import cache, lru_cache, partial
 from typing import Any
 
 from ...automata import DFA, difference, regex_to_dfa
-from ...automata.prebuilt import register
+from ...cfg.builder import Pat
 from ...errors import UnsupportedSchemaError
 
 if sys.version_info >= (3, 11):
@@ -36,10 +36,10 @@ __all__ = [
     "encode_set",
     "key_not_in",
     "key_not_in_dfa",
+    "key_not_in_terminal",
     "literal",
     "pattern_regex",
     "plain_string",
-    "regex_terminal",
 ]
 
 MAXC = 0x10FFFF
@@ -258,13 +258,21 @@ def key_not_in(words: Iterable[str]) -> str:
     p = prefixes(trie)
     if p is not None:
         parts.append(p)
-    out = _group(parts) if parts else NOTHING
-    if not any(0xD800 <= ord(c) <= 0xDFFF for w in keys for c in w):
-        # the quoted terminal's DFA, built as a difference instead of from this regex (same language)
-        register(regex_terminal(f'"{out}"'), partial(key_not_in_dfa, keys))
-    return out
+    return _group(parts) if parts else NOTHING
 
 
+def key_not_in_terminal(words: Iterable[str]) -> Pat:
+    """The terminal of any quoted JSON string (canonical forms) that is not one of ``words``: the
+    regex of :func:`key_not_in`, whose DFA is built as a difference instead (same language, linear
+    in the total key length where the regex's subset construction is not)."""
+    keys = tuple(sorted(set(words)))
+    regex = f'"{key_not_in(keys)}"'
+    if any(0xD800 <= ord(c) <= 0xDFFF for w in keys for c in w):
+        return Pat(regex)
+    return Pat(regex, partial(key_not_in_dfa, keys))
+
+
+@lru_cache(maxsize=512)  # built once for every compile of a schema with the same declared keys
 def key_not_in_dfa(words: tuple[str, ...]) -> DFA:
     """The DFA of ``"`` ``key_not_in(words)`` ``"``: any quoted string (canonical forms) minus the
     quoted JSON texts of ``words``, as a product automaton (linear in the total key length)."""
@@ -464,22 +472,3 @@ def plain_string(min_len: int, max_len: int | None) -> str:
         return f"{ANY_CHAR}*"
     rep = f"{{{min_len},}}" if max_len is None else f"{{{min_len},{max_len}}}"
     return f"{ANY_CHAR}{rep}"
-
-
-def regex_terminal(r: str) -> str:
-    """A Lark ``/regex/`` literal for the Python regex ``r``.
-
-    lark unescapes the literal before compiling it and mangles a quote that follows an escaped
-    backslash, so quotes are written ``\\x22``; a ``/`` gets a backslash.
-    """
-    return "/" + _TERMINAL_ESCAPE.sub(_terminal_escape, r) + "/"
-
-
-_TERMINAL_ESCAPE = re.compile(r'\\(.)|["/]', re.DOTALL)
-
-
-def _terminal_escape(m: re.Match[str]) -> str:
-    c = m.group(1)
-    if c is None:  # a bare quote or slash
-        return "\\x22" if m.group(0) == '"' else "\\/"
-    return "\\x22" if c == '"' else "\\/" if c == "/" else m.group(0)

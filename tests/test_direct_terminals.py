@@ -1,5 +1,6 @@
 """Terminals built directly instead of from their regex text: the same DFA as the regex, and `json`'s
-view of the keys; the Lark front end's one-pass rule positions and GC handling."""
+view of the keys; how a regex terminal is printed for lark; the Lark front end's one-pass rule
+positions and GC handling."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grammarmask.automata import DFA, prebuilt, regex_to_dfa
+from grammarmask.automata import DFA, regex_to_dfa
 from grammarmask.backends import lark as lark_frontend
 from grammarmask.backends.json_schema import JsonSchema
-from grammarmask.backends.jsonschema.strings import key_not_in, key_not_in_dfa, regex_terminal
+from grammarmask.backends.jsonschema.strings import key_not_in, key_not_in_dfa, key_not_in_terminal
+from grammarmask.cfg.builder import Alt, Pat, Rep, Seq, build_cfg
 from grammarmask.errors import GrammarError
 
 from .support import isomorphic
@@ -42,40 +44,42 @@ def test_key_exclusion_dfa_equals_its_regex(words: list[str], probes: list[str])
         assert built.matches(alt.encode("utf-8")) == (s not in words), (words, alt)
 
 
-def test_registered_literal_is_what_the_front_end_looks_up() -> None:
+def _patterns(e: object) -> list[Pat]:
+    if isinstance(e, Pat):
+        return [e]
+    if isinstance(e, (Seq, Alt)):
+        return [p for x in (e.items if isinstance(e, Seq) else e.alts) for p in _patterns(x)]
+    if isinstance(e, Rep):
+        return _patterns(e.item)
+    return []
+
+
+def test_the_key_exclusion_terminal_carries_the_dfa_of_its_regex() -> None:
     schema = {
         "type": "object",
         "properties": {"name": {"type": "string"}, "née/x": {"type": "integer"}},
         "additionalProperties": {"type": "boolean"},
     }
-    text = JsonSchema(schema).to_lark()
-    from lark.load_grammar import load_grammar
-
-    grammar, _ = load_grammar(text, "<string>", [], False)
-    terminals, _, _ = grammar.compile(["start"], set())
-    hits = 0
-    for t in terminals:
-        if t.pattern.type != "re" or t.pattern.flags:
-            continue
-        built = prebuilt.lookup(t.pattern.raw)
-        if built is None:
-            continue
-        hits += 1
-        assert isomorphic(built, regex_to_dfa(t.pattern.to_regexp(), max_states=100_000))
-        assert built.matches(b'"other"') and not built.matches(b'"name"')
-        assert not built.matches('"née\\/x"'.encode()) and not built.matches('"née/x"'.encode())
-    assert hits >= 1
+    rules = JsonSchema(schema).rules()
+    built = [p for body in rules.values() for p in _patterns(body) if p.build is not None]
+    assert len(built) == 1
+    dfa = built[0].build()
+    assert isomorphic(dfa, regex_to_dfa(built[0].regex, max_states=100_000))
+    assert dfa.matches(b'"other"') and not dfa.matches(b'"name"')
+    assert not dfa.matches('"née\\/x"'.encode()) and not dfa.matches('"née/x"'.encode())
+    # the compiled grammar uses the built DFA, not one made again from the regex
+    assert any(t.dfa is dfa for t in build_cfg(rules).terminals)
 
 
 def test_surrogate_keys_are_left_to_the_regex() -> None:
-    body = key_not_in(["a\ud800"])
-    assert prebuilt.lookup(regex_terminal(f'"{body}"')) is None
+    term = key_not_in_terminal(["a\ud800"])
+    assert term.build is None and term.regex == '"' + key_not_in(["a\ud800"]) + '"'
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet='ab"/\\\n', max_size=10))
 def test_regex_terminal_escapes_quotes_and_slashes(r: str) -> None:
-    out = []  # the character loop regex_terminal replaced
+    out = []  # the character loop the printer replaced
     i = 0
     while i < len(r):
         ch = r[i]
@@ -86,7 +90,7 @@ def test_regex_terminal_escapes_quotes_and_slashes(r: str) -> None:
             continue
         out.append("\\x22" if ch == '"' else "\\/" if ch == "/" else ch)
         i += 1
-    assert regex_terminal(r) == "/" + "".join(out) + "/"
+    assert str(Pat(r)) == "/" + "".join(out) + "/"
 
 
 @pytest.mark.parametrize(
