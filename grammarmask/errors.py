@@ -4,10 +4,25 @@ Every error derives from :class:`GrammarMaskError`; most also derive from the bu
 caller would naturally catch::
 
     GrammarMaskError
-    ├── GrammarError(ValueError)            bad grammar text, pattern or vocabulary input
+    ├── GrammarError(ValueError)            bad grammar text, pattern, vocabulary or argument
     │   └── UnsupportedSchemaError          a JSON Schema keyword that cannot be enforced
     ├── TokenRejected(ValueError)           Matcher.advance got an illegal token (state unchanged)
     └── NoLegalContinuation(RuntimeError)   no token is legal (an intersection dead-ended)
+
+Bad arguments. Input grammarmask cannot use raises one of these, never a stray builtin error from
+deep inside and never a silent coercion:
+
+- an integer token id the grammar does not allow here (out of range, special, padding, forbidden)
+  is a :class:`TokenRejected`;
+- any other unusable argument is a :class:`GrammarError` whose message starts with the function and
+  names the argument (``Matcher.advance: token_id must be an int, got str 'a'``): a token id, count,
+  size, row or seed that is not an integer (``None``, ``"98"``, ``98.9``, NaN, ``True``; Python and
+  numpy integers are accepted), an integer out of its range (``Mask(size=-5)``, ``rng=-1``), a single
+  string where a list is expected (``Choice("abc")``), a flag that is not a bool (``strict="no"``),
+  an array of the wrong kind, shape, dtype or writeability (str or complex logits, a read-only
+  ``fill_mask`` buffer), a grammar file that is not UTF-8, a schema value JSON cannot express (NaN).
+
+A rejected argument leaves a :class:`~grammarmask.Matcher` exactly as it was.
 """
 
 from __future__ import annotations
@@ -26,7 +41,7 @@ class GrammarMaskError(Exception):
 
 
 class GrammarError(GrammarMaskError, ValueError):
-    """A grammar, pattern, schema or vocabulary is malformed.
+    """A grammar, pattern, schema or vocabulary is malformed, or an argument is unusable.
 
     ``line`` and ``column`` (1-based) point into the grammar text when known; ``context`` is
     the offending line with a caret under the column.

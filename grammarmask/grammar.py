@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .errors import GrammarError, NoLegalContinuation, TokenRejected
+from ._args import as_int
+from .errors import GrammarError, GrammarMaskError, NoLegalContinuation, TokenRejected
 from .mask import Mask, pack_bool
 from .vocab import Vocabulary
 
@@ -213,6 +214,9 @@ class Matcher:
     Lifecycle: ``mask()`` gives the legal next tokens; ``advance(token)`` moves on (EOS is legal
     exactly when ``is_accepting()``; after it ``is_finished()`` is true and nothing more is legal);
     ``fork()`` copies the position; ``rollback(n)`` undoes the last ``n`` tokens.
+
+    Every method that rejects its input (an illegal token: ``TokenRejected``; a token id, count or
+    row that is not an integer, or a bad buffer: ``GrammarError``) leaves the matcher unchanged.
     """
 
     __slots__ = ("_states", "compiled", "vocab")
@@ -273,12 +277,32 @@ class Matcher:
         return Mask(self._words(), self.vocab.size)
 
     def fill_mask(self, words: npt.NDArray[Any], row: int = 0) -> None:
-        """Write the mask into ``words[row]`` of a caller's ``[batch, n_words]`` int32/uint32 array."""
+        """Write the mask into ``words[row]`` of a caller's ``[batch, n_words]`` int32/uint32 array.
+
+        Raises
+        ------
+        GrammarError
+            ``words`` is not a writeable numpy array of that shape and dtype, or ``row`` is not an
+            integer in ``range(batch)``. Nothing is written.
+        NoLegalContinuation
+            As :meth:`mask`.
+        """
+        if not isinstance(words, np.ndarray):
+            raise GrammarError(f"Matcher.fill_mask: words must be a numpy array, got {type(words).__name__}")
         if words.ndim != 2 or words.shape[1] != self.vocab.n_words:
-            raise GrammarError(f"fill_mask needs a [batch, {self.vocab.n_words}] array, got {words.shape}")
+            raise GrammarError(
+                f"Matcher.fill_mask: words must be a [batch, {self.vocab.n_words}] array, got {words.shape}"
+            )
         if words.dtype not in (np.int32, np.uint32):
-            raise GrammarError(f"fill_mask needs an int32 or uint32 array, got {words.dtype}")
-        words[row] = self._words().view(words.dtype)
+            raise GrammarError(
+                f"Matcher.fill_mask: words must be an int32 or uint32 array, got {words.dtype}"
+            )
+        if not words.flags.writeable:
+            raise GrammarError("Matcher.fill_mask: words is read-only")
+        r = row if type(row) is int else as_int(row, "Matcher.fill_mask: row")
+        if not 0 <= r < words.shape[0]:
+            raise GrammarError(f"Matcher.fill_mask: row {r} is outside the array's {words.shape[0]} rows")
+        words[r] = self._words().view(words.dtype)
 
     def advance(self, token_id: int) -> None:
         """Take one token.
@@ -288,9 +312,12 @@ class Matcher:
         TokenRejected
             The token is illegal here (out of range, a special or padding id, EOS before the output
             is complete, anything after EOS, or a token the grammar forbids). The state is unchanged.
+        GrammarError
+            ``token_id`` is not an integer (``None``, a str, a float, a bool; numpy integers are
+            fine). The state is unchanged.
         """
         s = self._states[-1]
-        t = int(token_id)
+        t = token_id if type(token_id) is int else as_int(token_id, "Matcher.advance: token_id")
         if s is _FINISHED:
             raise TokenRejected(t, "the sequence already ended with EOS")
         if t == self.vocab.eos_token_id:
@@ -308,17 +335,29 @@ class Matcher:
         self._states.append(nxt)
 
     def advance_many(self, token_ids: Iterable[int]) -> None:
-        """Take several tokens; on a rejection the matcher is left as it was before the call."""
+        """Take several tokens; on a rejection the matcher is left as it was before the call.
+
+        Raises
+        ------
+        TokenRejected, GrammarError
+            As :meth:`advance`, for the first token that fails.
+        """
         n = len(self._states)
         try:
             for t in token_ids:
                 self.advance(t)
-        except TokenRejected:
+        except GrammarMaskError:
             del self._states[n:]
             raise
 
     def try_advance(self, token_id: int) -> bool:
-        """Advance if legal; return whether it was."""
+        """Advance if legal; return whether it was.
+
+        Raises
+        ------
+        GrammarError
+            ``token_id`` is not an integer (a misuse, not an illegal token). The state is unchanged.
+        """
         try:
             self.advance(token_id)
         except TokenRejected:
@@ -330,11 +369,21 @@ class Matcher:
         return Matcher(self.compiled, list(self._states))
 
     def rollback(self, n_tokens: int = 1) -> None:
-        """Undo the last ``n_tokens`` tokens (EOS counts as one)."""
-        if not 0 <= n_tokens <= self.num_tokens:
-            raise GrammarError(f"cannot roll back {n_tokens} tokens: only {self.num_tokens} were taken")
-        if n_tokens:
-            del self._states[-n_tokens:]
+        """Undo the last ``n_tokens`` tokens (EOS counts as one).
+
+        Raises
+        ------
+        GrammarError
+            ``n_tokens`` is not an integer, is negative, or exceeds :attr:`num_tokens`. The state is
+            unchanged.
+        """
+        n = n_tokens if type(n_tokens) is int else as_int(n_tokens, "Matcher.rollback: n_tokens")
+        if not 0 <= n <= self.num_tokens:
+            raise GrammarError(
+                f"Matcher.rollback: cannot roll back n_tokens={n} tokens: only {self.num_tokens} were taken"
+            )
+        if n:
+            del self._states[-n:]
 
     def reset(self) -> None:
         """Back to the start."""

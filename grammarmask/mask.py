@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ._args import as_int
 from .errors import GrammarError
 
 __all__ = ["Mask", "n_words"]
@@ -24,6 +25,13 @@ def n_words(size: int) -> int:
     return (size + 31) // 32
 
 
+def _size(size: object, what: str) -> int:
+    n = as_int(size, what)
+    if n < 0:
+        raise GrammarError(f"{what} must be >= 0, got {n}")
+    return n
+
+
 def _tail_mask(size: int) -> np.uint32:
     r = size % 32
     tail: np.uint32 = np.uint32(0xFFFFFFFF if r == 0 else (1 << r) - 1)
@@ -31,11 +39,19 @@ def _tail_mask(size: int) -> np.uint32:
 
 
 class Mask:
-    """An immutable set of token ids over a vocabulary of ``size`` tokens, as packed uint32 words."""
+    """An immutable set of token ids over a vocabulary of ``size`` tokens, as packed uint32 words.
+
+    Raises
+    ------
+    GrammarError
+        ``size`` is not an integer >= 0, or ``words`` does not hold ``n_words(size)`` words.
+    """
 
     __slots__ = ("size", "words")
 
     def __init__(self, words: npt.ArrayLike, size: int) -> None:
+        if type(size) is not int or size < 0:
+            size = _size(size, "Mask: size")
         w = np.asarray(words)
         if w.dtype != np.uint32:
             w = w.astype(np.uint32) if w.dtype != np.int32 else w.view(np.uint32)
@@ -49,11 +65,13 @@ class Mask:
     @classmethod
     def none(cls, size: int) -> Mask:
         """The empty set."""
+        size = _size(size, "Mask.none: size")
         return cls(np.zeros(n_words(size), np.uint32), size)
 
     @classmethod
     def all(cls, size: int) -> Mask:
         """Every token id in ``range(size)``."""
+        size = _size(size, "Mask.all: size")
         w = np.full(n_words(size), 0xFFFFFFFF, np.uint32)
         if w.size:
             w[-1] &= _tail_mask(size)
@@ -62,6 +80,7 @@ class Mask:
     @classmethod
     def from_token_ids(cls, ids: Iterable[int] | npt.NDArray[Any], size: int) -> Mask:
         """The set of the given ids (each must be in ``range(size)``)."""
+        size = _size(size, "Mask.from_token_ids: size")
         arr = np.asarray(list(ids) if not isinstance(ids, np.ndarray) else ids, dtype=np.int64)
         if arr.size and (arr.min() < 0 or arr.max() >= size):
             raise GrammarError(f"token id out of range for a vocabulary of {size}")

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ._args import as_int, as_int_list
 from .errors import GrammarError
 
 __all__ = ["TokenTrie", "Vocabulary"]
@@ -164,8 +165,9 @@ class Vocabulary:
     Raises
     ------
     GrammarError
-        No EOS id, an EOS id out of range, a size smaller than the token list, or a token that is not
-        ``bytes``.
+        No EOS id, an EOS id out of range, a size smaller than the token list, a token that is not
+        ``bytes``, or an id or size that is not an integer (``1.5``, ``"0"`` and ``True`` are refused,
+        numpy integers are fine).
     """
 
     def __init__(
@@ -183,19 +185,20 @@ class Vocabulary:
                 raise GrammarError(f"token {i} is {type(b).__name__}, expected bytes")
         if eos_token_id is None:
             raise GrammarError("the vocabulary has no EOS token: pass eos_token_id")
+        eos = as_int(eos_token_id, "Vocabulary: eos_token_id")
         n = len(tokens)
-        size = n if size is None else int(size)
+        size = n if size is None else as_int(size, "Vocabulary: size")
         if size < n:
             raise GrammarError(f"size={size} is smaller than the {n} tokens given")
-        if not 0 <= eos_token_id < size:
-            raise GrammarError(f"eos_token_id={eos_token_id} is outside the vocabulary (size {size})")
-        specials = frozenset(int(i) for i in special_token_ids) | {int(eos_token_id)}
+        if not 0 <= eos < size:
+            raise GrammarError(f"eos_token_id={eos} is outside the vocabulary (size {size})")
+        specials = frozenset(as_int_list(special_token_ids, "Vocabulary: special_token_ids")) | {eos}
         bad = [i for i in specials if not 0 <= i < size]
         if bad:
             raise GrammarError(f"special token id {bad[0]} is outside the vocabulary (size {size})")
         self.token_bytes: tuple[bytes, ...] = tuple(b"" if i in specials else b for i, b in enumerate(tokens))
         self.size = size
-        self.eos_token_id = int(eos_token_id)
+        self.eos_token_id = eos
         self.special_ids = specials
         self.name = name
 
