@@ -13,10 +13,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._args import as_int_list
 from .errors import GrammarError
 from .grammar import CompiledGrammar, Grammar, ensure_compiled
 from .models import LogitsModel
-from .sampling import RngLike, SequenceStats, StepStats, _rng, sample_with_stats
+from .sampling import RngLike, SequenceStats, StepStats, _check_seed, _rng, _sample
 from .vocab import Vocabulary
 
 __all__ = ["GenerationResult", "generate"]
@@ -87,15 +88,16 @@ def generate(
     NoLegalContinuation
         The grammar (typically an intersection) dead-ended.
     GrammarError
-        A grammar compiled for another vocabulary, bad options, or logits of the wrong length.
+        A grammar compiled for another vocabulary, bad options (a ``prompt_ids`` entry that is not
+        an integer, a negative seed, ...), or logits of the wrong length or dtype.
     """
     compiled = ensure_compiled(grammar, vocab, caller="generate()")
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)) or max_tokens < 0:
         raise GrammarError(f"max_tokens must be an integer >= 0, got {max_tokens!r}")
     if rng is not None and seed is not None:
         raise GrammarError("give rng or seed, not both")
-    gen = _rng(seed if rng is None else rng)
-    context = [int(t) for t in prompt_ids]
+    gen = _rng(rng) if seed is None else np.random.default_rng(_check_seed(seed, "seed"))
+    context = as_int_list(prompt_ids, "generate: prompt_ids")
     n_prompt = len(context)
     matcher = compiled.matcher()
     steps: list[StepStats] = []
@@ -113,16 +115,10 @@ def generate(
         mask = matcher.mask()
         logits = model(context)
         calls += 1
-        token, st = sample_with_stats(
-            logits,
-            mask,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            repetition_penalty=repetition_penalty,
-            previous_tokens=context,
-            rng=gen,
-        )
+        # the pipeline of sample_with_stats, minus its O(len(context)) check of context (all ints here)
+        token, st = _sample(logits, mask, temperature, top_k, top_p, repetition_penalty, context, gen,
+                            want_stats=True)
+        assert st is not None
         matcher.advance(token)
         context.append(token)
         steps.append(st)

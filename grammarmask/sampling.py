@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ._args import as_int_list
 from .errors import GrammarError, NoLegalContinuation
 from .mask import Mask
 
@@ -134,8 +135,10 @@ def sample(
     repetition_penalty
         CTRL-style: logits of ``previous_tokens`` are divided by it when positive, multiplied when
         negative.
+    previous_tokens
+        The ids already in the context (integers; the repetition penalty's input).
     rng
-        A ``numpy.random.Generator`` or a seed. Exactly one ``rng.random()`` is drawn per non-greedy
+        A ``numpy.random.Generator`` or an int seed >= 0. Exactly one ``rng.random()`` is drawn per non-greedy
         call, so an all-legal mask leaves both the sample and the generator state unchanged.
 
     Raises
@@ -143,9 +146,12 @@ def sample(
     NoLegalContinuation
         The mask is empty, or the model gives every legal token probability 0.
     GrammarError
-        Logits of the wrong shape or length, NaN or +inf among the legal logits, or a bad option value.
+        Logits of the wrong shape, length or dtype (str, complex, bool and object logits are refused,
+        not cast), NaN or +inf among the legal logits, a bad option value, a ``previous_tokens``
+        entry that is not an integer, or an ``rng`` that is neither a Generator nor an int seed >= 0.
     """
-    token, _ = _sample(logits, mask, temperature, top_k, top_p, repetition_penalty, previous_tokens, rng,
+    previous = as_int_list(previous_tokens, "sample: previous_tokens")
+    token, _ = _sample(logits, mask, temperature, top_k, top_p, repetition_penalty, previous, rng,
                        want_stats=False)
     return token
 
@@ -165,7 +171,8 @@ def sample_with_stats(
 
     Costs one extra pass over the logits (a log-sum-exp over the whole vocabulary).
     """
-    token, stats = _sample(logits, mask, temperature, top_k, top_p, repetition_penalty, previous_tokens,
+    previous = as_int_list(previous_tokens, "sample_with_stats: previous_tokens")
+    token, stats = _sample(logits, mask, temperature, top_k, top_p, repetition_penalty, previous,
                            rng, want_stats=True)
     assert stats is not None
     return token, stats
@@ -186,7 +193,10 @@ def _sample(
     *,
     want_stats: bool,
 ) -> tuple[int, StepStats | None]:
+    """The pipeline; ``previous_tokens`` must already be checked to be ints (``as_int_list``)."""
     _check_options(temperature, top_k, top_p, repetition_penalty)
+    if rng is not None and not isinstance(rng, np.random.Generator):
+        _check_seed(rng)  # up front, so that a greedy call refuses a bad rng too
     z_all = _as_float_vector(logits)
     legal = _legal_ids(mask, z_all.shape[0])
     if legal.size == 0:  # 1. mask: nothing legal -> fail before any softmax
@@ -251,6 +261,8 @@ def _as_float_vector(logits: Any) -> npt.NDArray[np.floating[Any]]:
         logits = t.cpu().numpy()
     arr = np.asarray(logits)
     if arr.dtype not in (np.float32, np.float64):
+        if arr.dtype.kind not in "iuf":  # no silent cast of str, complex, bool or object logits
+            raise GrammarError(f"logits must be real numbers (an int or float dtype), got dtype {arr.dtype}")
         arr = arr.astype(np.float64)
     if arr.ndim != 1:
         raise GrammarError(f"sample() takes 1-D logits [vocab], got shape {tuple(arr.shape)}")
@@ -292,7 +304,7 @@ def _with_token(stats: StepStats | None, token: int, n_legal: int) -> StepStats 
 def _penalize(z: F64, legal: npt.NDArray[np.int64], penalty: float | None, previous: Sequence[int]) -> F64:
     if penalty is None or penalty == 1.0 or len(previous) == 0:
         return z
-    seen = np.isin(legal, np.fromiter((int(t) for t in previous), dtype=np.int64))
+    seen = np.isin(legal, np.asarray(previous, dtype=np.int64))
     if not seen.any():
         return z
     z = z.copy()
@@ -345,6 +357,13 @@ def _draw(p: F64, rng: np.random.Generator) -> int:
 def _rng(rng: RngLike) -> np.random.Generator:
     if isinstance(rng, np.random.Generator):
         return rng
-    if rng is None or isinstance(rng, (int, np.integer)):
-        return np.random.default_rng(rng)
-    raise GrammarError(f"rng must be a numpy.random.Generator, an int seed or None, got {type(rng).__name__}")
+    return np.random.default_rng(None if rng is None else _check_seed(rng))
+
+
+def _check_seed(seed: object, name: str = "rng") -> int:
+    """``seed`` as an int seed (>= 0), else a GrammarError naming the argument ``name``."""
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0:
+        return int(seed)
+    got = repr(seed) if isinstance(seed, (int, np.integer)) else type(seed).__name__
+    what = "a numpy.random.Generator, an int seed >= 0 or None" if name == "rng" else "an int >= 0 or None"
+    raise GrammarError(f"{name} must be {what}, got {got}")
