@@ -55,8 +55,9 @@ class Choice(Grammar):
     Raises
     ------
     GrammarError
-        An empty label list, an empty or duplicate label, a label that is not valid text, or a
-        separator that occurs inside a label.
+        ``labels`` given as one string (not a list of them) or not iterable, an empty label list,
+        an empty or duplicate label, a label that is not valid text, or a separator that occurs
+        inside a label.
     """
 
     def __init__(
@@ -67,7 +68,14 @@ class Choice(Grammar):
         leading_space: LeadingSpace = "none",
         max_labels: int | None = None,
     ) -> None:
-        items = list(labels)
+        if isinstance(labels, (str, bytes)):  # list("abc") would be the labels a, b, c
+            raise GrammarError(
+                f"Choice: labels must be a list of str, got a single {type(labels).__name__} {labels!r:.60}"
+            )
+        try:
+            items = list(labels)
+        except TypeError:
+            raise GrammarError(f"Choice: labels must be a list of str, got {type(labels).__name__}") from None
         if not items:
             raise GrammarError("Choice needs at least one label, got an empty list")
         seen: dict[str, int] = {}

@@ -19,6 +19,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
+from .._args import read_grammar_file
 from ..errors import GrammarError
 from ..grammar import CompiledGrammar, Grammar
 from ..vocab import Vocabulary
@@ -453,12 +454,15 @@ class Gbnf(Grammar):
 
     @classmethod
     def from_file(cls, path: str, *, start: str = "root") -> Gbnf:
-        """Load a ``.gbnf`` file."""
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            raise GrammarError(f"cannot read grammar file {path!r}: {e.strerror}") from None
+        """Load a ``.gbnf`` file.
+
+        Raises
+        ------
+        GrammarError
+            The file cannot be read, or is not UTF-8 (the message names the file and the byte offset
+            of the first bad byte), or its grammar is invalid.
+        """
+        text = read_grammar_file(path)
         return cls(text, start=start)
 
     def __repr__(self) -> str:

@@ -15,6 +15,7 @@ import re
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any
 
+from .._args import read_grammar_file
 from ..errors import GrammarError
 from ..grammar import CompiledGrammar, Grammar
 from ..vocab import Vocabulary
@@ -187,6 +188,25 @@ def lark_to_cfg(text: str, *, start: str = "start", source_path: str | None = No
     return cfg.validated()
 
 
+def _import_paths(paths: Sequence[str]) -> tuple[Any, ...]:
+    """``paths`` as a tuple of str paths or lark loader functions (callables), checked."""
+    if isinstance(paths, (str, bytes)) or not isinstance(paths, Iterable):
+        raise GrammarError(
+            f"Lark: import_paths must be a list of paths, got {type(paths).__name__} {paths!r:.60}"
+        )
+    out: list[Any] = []
+    for i, p in enumerate(paths):
+        if isinstance(p, (str, os.PathLike)):
+            p = os.fspath(p)
+        if not isinstance(p, str) and not callable(p):
+            raise GrammarError(
+                f"Lark: import_paths[{i}] must be a path (str or os.PathLike) or a lark loader function, "
+                f"got {type(p).__name__}"
+            )
+        out.append(p)
+    return tuple(out)
+
+
 class Lark(Grammar):
     """A grammar in lark's syntax, meaning what ``lark.Lark(text).parse`` accepts.
 
@@ -201,7 +221,9 @@ class Lark(Grammar):
     ------
     GrammarError
         Syntax errors, undefined rules or terminals, ``%declare``d terminals, terminals whose regex is
-        not regular, an unproductive start rule (empty language): with line and column.
+        not regular, an unproductive start rule (empty language): with line and column. Also an
+        ``import_paths`` that is a single string or holds something other than a path (``str``,
+        ``os.PathLike``) or a lark loader function.
     """
 
     def __init__(self, text: str, *, start: str = "start", source_path: str | None = None,
@@ -209,18 +231,21 @@ class Lark(Grammar):
         self.text = text
         self.start = start
         self.source_path = source_path
-        self.import_paths = tuple(import_paths)
-        self.cfg = lark_to_cfg(text, start=start, source_path=source_path, import_paths=import_paths)
+        self.import_paths = _import_paths(import_paths)
+        self.cfg = lark_to_cfg(text, start=start, source_path=source_path, import_paths=self.import_paths)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], *, start: str = "start") -> Lark:
-        """Load a ``.lark`` file; relative ``%import``s resolve against its folder."""
+        """Load a ``.lark`` file; relative ``%import``s resolve against its folder.
+
+        Raises
+        ------
+        GrammarError
+            The file cannot be read, or is not UTF-8 (the message names the file and the byte offset
+            of the first bad byte), or its grammar is invalid.
+        """
         path = os.fspath(path)
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            raise GrammarError(f"cannot read grammar file {path!r}: {e.strerror}") from None
+        text = read_grammar_file(path)
         return cls(text, start=start, source_path=path, import_paths=[os.path.dirname(os.path.abspath(path))])
 
     def __repr__(self) -> str:
