@@ -64,8 +64,10 @@ class JsonSchema(Grammar):
     Raises
     ------
     GrammarError
-        Invalid JSON text, a value that is not a schema, a dangling ``$ref``, a schema that admits no
+        Invalid JSON text, a value that is not a schema, a value JSON cannot express (NaN or an
+        infinity, e.g. ``{"const": float("nan")}``), a dangling ``$ref``, a schema that admits no
         value (``{"enum": []}``, ``minimum`` > ``maximum``); the message names the JSON pointer.
+        Also an option of the wrong type or value (``strict`` must be a bool: ``"no"`` is refused).
     UnsupportedSchemaError
         A keyword that cannot be enforced exactly (strict mode).
     """
@@ -99,6 +101,8 @@ class JsonSchema(Grammar):
             raise GrammarError(f"max_ws must be a positive integer, got {max_ws!r}")
         if indent is not None and (not isinstance(indent, int) or isinstance(indent, bool) or indent < 1):
             raise GrammarError(f"indent must be a positive integer or None, got {indent!r}")
+        if not isinstance(strict, bool):  # bool("no") is True: refuse rather than guess
+            raise GrammarError(f"strict must be True or False, got {type(strict).__name__} {strict!r:.40}")
         self.schema = schema
         self.options = {
             "whitespace": whitespace,
@@ -107,8 +111,10 @@ class JsonSchema(Grammar):
             "strict": bool(strict),
             "property_order": property_order,
         }
-        try:
-            self._key = canonical([schema, self.options])
+        try:  # the schema alone first, so that an error's JSON pointer is the schema's own
+            self._key = canonical(schema) + canonical(self.options)
+        except GrammarError:
+            raise
         except (TypeError, ValueError) as e:
             raise GrammarError(f"schema is not JSON data: {e}") from None
         self._rules: dict[str, Expr] | None = None

@@ -15,7 +15,7 @@ from typing import Any
 
 from jsonschema._utils import equal
 
-from ...errors import UnsupportedSchemaError
+from ...errors import GrammarError, UnsupportedSchemaError
 
 __all__ = ["ANNOTATIONS", "ENFORCED", "is_trivial", "merge", "normalize", "refuse"]
 
@@ -227,4 +227,36 @@ def _merge_items(a: dict[str, Any], b: dict[str, Any], out: dict[str, Any]) -> N
 
 
 def canonical(s: Schema) -> str:
-    return json.dumps(s, sort_keys=True, separators=(",", ":"), default=str)
+    """``s`` as canonical JSON text (sorted keys, no spaces): the content key of a schema.
+
+    Raises
+    ------
+    GrammarError
+        ``s`` holds a float JSON cannot express (NaN, an infinity); the message names its JSON pointer.
+    """
+    try:
+        return json.dumps(s, sort_keys=True, separators=(",", ":"), default=str, allow_nan=False)
+    except ValueError:
+        bad = _non_finite(s, "")
+        if bad is None:
+            raise
+        raise GrammarError(
+            f"the schema holds {bad[1]!r} at {bad[0] or '/'}, which JSON cannot express (no NaN or infinity)"
+        ) from None
+
+
+def _non_finite(s: Schema, ptr: str) -> tuple[str, float] | None:
+    """The JSON pointer and value of the first NaN or infinity in ``s`` (None if there is none)."""
+    stack = [(s, ptr)]
+    while stack:  # iterative: a deeply nested schema must not hit the recursion limit here
+        node, at = stack.pop()
+        if isinstance(node, float) and not math.isfinite(node):
+            return at, node
+        if isinstance(node, dict):
+            items = [(f"{at}/{str(k).replace('~', '~0').replace('/', '~1')}", v) for k, v in node.items()]
+        elif isinstance(node, (list, tuple)):
+            items = [(f"{at}/{i}", v) for i, v in enumerate(node)]
+        else:
+            continue
+        stack.extend((v, p) for p, v in reversed(items))
+    return None
