@@ -28,9 +28,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from grammarmask import index  # noqa: E402
 from grammarmask.backends.gbnf import Gbnf  # noqa: E402
 from grammarmask.backends.lark import Lark  # noqa: E402
+from grammarmask.cache import forget  # noqa: E402
 from grammarmask.loaders import mistral_tokenizer  # noqa: E402
 from grammarmask.vocab import Vocabulary  # noqa: E402
 
@@ -199,8 +199,8 @@ def main() -> None:
                     checker.parse(d)
             # cold: drop the per-vocabulary shared walks and class tries too (the trie's index arrays
             # stay: they are vocabulary preprocessing, made once per tokenizer)
-            vocab.__dict__.pop("_cfg_root_walks", None)
-            index._TRIE_CACHE.pop(vocab, None)
+            forget(vocab, "cfg.shared_walks")
+            forget(vocab, "index.class_tries")
             gc.collect()  # the previous grammar's mask rows go with it (they are shared weakly)
             t0 = time.perf_counter()
             g = load(name)

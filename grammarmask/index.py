@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import weakref
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +27,7 @@ import numpy.typing as npt
 
 from .automata import DFA
 from .automata.dfa import row_ids
+from .cache import Lru, per_vocabulary
 from .vocab import Vocabulary
 
 __all__ = ["ClassTrie", "DfaTokenIndex"]
@@ -143,28 +142,14 @@ class ClassTrie:
         )
 
 
-_TRIE_CACHE: weakref.WeakKeyDictionary[Vocabulary, OrderedDict[bytes, ClassTrie]] = (
-    weakref.WeakKeyDictionary()
-)
-_TRIE_LOCK = threading.Lock()
 _TRIE_CACHE_SIZE = 8
 
 
 def class_trie(vocab: Vocabulary, classes: npt.NDArray[np.integer], k: int) -> ClassTrie:
     """The :class:`ClassTrie` for ``vocab`` under ``classes`` (cached per vocabulary, LRU)."""
     key = np.asarray(classes, dtype=np.int16).tobytes()
-    with _TRIE_LOCK:
-        per_vocab = _TRIE_CACHE.setdefault(vocab, OrderedDict())
-        hit = per_vocab.get(key)
-        if hit is not None:
-            per_vocab.move_to_end(key)
-            return hit
-    built = ClassTrie.build(vocab, classes, k)
-    with _TRIE_LOCK:
-        per_vocab[key] = built
-        while len(per_vocab) > _TRIE_CACHE_SIZE:
-            per_vocab.popitem(last=False)
-    return built
+    tries: Lru[bytes, ClassTrie] = per_vocabulary(vocab, "index.class_tries", lambda: Lru(_TRIE_CACHE_SIZE))
+    return tries.get_or_make(key, lambda: ClassTrie.build(vocab, classes, k))
 
 
 def _ranges(lo: I64, hi: I64) -> I64:
@@ -227,8 +212,7 @@ class DfaTokenIndex:
         self._size = vocab.size
         self._tb = vocab.token_bytes
         self._special = vocab.special_ids
-        self._cache: OrderedDict[int, Words] = OrderedDict()
-        self._cache_size = cache_size
+        self._cache: Lru[int, Words] = Lru(cache_size)
         self._sparse: dict[int, tuple[I64, Words]] = {}
         self._lock = threading.Lock()
         self._zeros = np.zeros(self._n_words, dtype=np.uint32)
@@ -260,10 +244,6 @@ class DfaTokenIndex:
         state = self._rep[state]  # states with the same legal tokens share one mask
         hit = self._cache.get(state)
         if hit is not None:
-            try:  # noqa: SIM105 (hot path: cheaper than contextlib.suppress)
-                self._cache.move_to_end(state)
-            except KeyError:  # evicted by another thread meanwhile: still a valid answer
-                pass
             return hit
         if state == 0:
             return self._zeros
@@ -277,10 +257,7 @@ class DfaTokenIndex:
         else:
             words = self._compute(state)
         words.setflags(write=False)
-        with self._lock:
-            self._cache[state] = words
-            if len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+        self._cache.put(state, words)
         return words
 
     def next_state(self, state: int, token_id: int) -> int:

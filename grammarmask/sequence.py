@@ -12,12 +12,12 @@ end (vectorised over the trie when the part is regular), cached per alternative.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from .cache import Lru, per_vocabulary
 from .compose import _common_prefix, _Composite, dfa_compiled
 from .grammar import CompiledGrammar
 from .mask import Mask
@@ -61,26 +61,19 @@ class Sequence(_Composite):
         return _SequenceCompiled(vocab, ext, parts, dfas)
 
 
-_EXT_LOCK = threading.Lock()
-
-
 def byte_extended(vocab: Vocabulary) -> Vocabulary:
     """``vocab`` with the 256 single bytes appended as ids ``vocab.size + b`` (cached per vocabulary).
 
     Ids below ``vocab.size`` mean the same; padding ids become special (never legal).
     """
-    hit = vocab.__dict__.get("_byte_extended")
-    if hit is not None:
-        return hit  # type: ignore[no-any-return]
-    with _EXT_LOCK:
-        hit = vocab.__dict__.get("_byte_extended")
-        if hit is None:
-            n = len(vocab.token_bytes)
-            tokens = [*vocab.token_bytes, *([b""] * (vocab.size - n)), *(bytes([b]) for b in range(256))]
-            specials = set(vocab.special_ids) | set(range(n, vocab.size))
-            hit = Vocabulary(tokens, eos_token_id=vocab.eos_token_id, special_token_ids=specials)
-            vocab.__dict__["_byte_extended"] = hit
-    return hit
+
+    def make() -> Vocabulary:
+        n = len(vocab.token_bytes)
+        tokens = [*vocab.token_bytes, *([b""] * (vocab.size - n)), *(bytes([b]) for b in range(256))]
+        specials = set(vocab.special_ids) | set(range(n, vocab.size))
+        return Vocabulary(tokens, eos_token_id=vocab.eos_token_id, special_token_ids=specials)
+
+    return per_vocabulary(vocab, "sequence.byte_extended", make)
 
 
 class _SequenceCompiled(CompiledGrammar):
@@ -96,7 +89,7 @@ class _SequenceCompiled(CompiledGrammar):
         self.dfas = dfas
         self._n = len(parts)
         self._tail = _tail_words(vocab)
-        self._cross: OrderedDict[tuple[int, State], Words] = OrderedDict()
+        self._cross: Lru[tuple[int, State], Words] = Lru(_CACHE_LIMIT)
         self._cand_cache: dict[int, _Node | None] = {}
         self._lock = threading.Lock()
 
@@ -174,18 +167,7 @@ class _SequenceCompiled(CompiledGrammar):
         return out
 
     def _crossing_words(self, i: int, s: State) -> Words:
-        key = (i, s)
-        with self._lock:
-            hit = self._cross.get(key)
-            if hit is not None:
-                self._cross.move_to_end(key)
-                return hit
-        words = self._compute_crossing(i, s)
-        with self._lock:
-            self._cross[key] = words
-            while len(self._cross) > _CACHE_LIMIT:
-                self._cross.popitem(last=False)
-        return words
+        return self._cross.get_or_make((i, s), lambda: self._compute_crossing(i, s))
 
     def _compute_crossing(self, i: int, s: State) -> Words:
         """Tokens that leave part ``i`` (from ``s``) strictly inside their bytes and go on legally."""

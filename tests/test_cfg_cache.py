@@ -17,6 +17,8 @@ import pytest
 
 from grammarmask.backends.gbnf import Gbnf
 from grammarmask.backends.lark import Lark
+from grammarmask.cache import forget
+from grammarmask.cfg.shared import _shared_walks
 from grammarmask.mask import Mask
 
 GRAMMARS = os.path.join(os.path.dirname(__file__), "..", "grammars")
@@ -102,7 +104,7 @@ def test_shared_root_walks_are_translated(walk: str, monkeypatch: pytest.MonkeyP
 def _tekken_masks(make: Callable[[], Any], ids: list[int], tekken: Any) -> list[Mask]:
     """The masks along ``ids`` of the grammar ``make()`` compiles, with no walk shared with earlier
     tests."""
-    tekken.__dict__.pop("_cfg_root_walks", None)
+    forget(tekken, "cfg.shared_walks")
     m = make().matcher()
     out = []
     for t in ids:
@@ -221,7 +223,7 @@ def test_caches_stay_within_their_byte_budgets_and_exact(monkeypatch: pytest.Mon
         for ch, mask in zip(text, want):
             assert m.mask() == mask, text
             m.advance(ch + 1)
-    shared = vocab.__dict__["_cfg_root_walks"]
+    shared = _shared_walks(vocab)
     assert shared.entries.nbytes <= 4096 or len(shared.entries) == 1
     assert tight._masks.nbytes <= 256 or len(tight._masks) == 1
     assert len(tight._masks) < len(text)  # it did evict

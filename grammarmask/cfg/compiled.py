@@ -14,15 +14,18 @@ to the parser once per close group.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
+from ..cache import Lru
 from ..grammar import CompiledGrammar
 from ..vocab import Vocabulary
 from .earley import EarleyGrammar, EarleySet
 from .ir import Cfg
 from .lexer import LexerTables
-from .shared import SharedEntries, _Lru
+from .shared import SharedEntries
 from .walk import Entry, Frontier, TokenWalker
 
 __all__ = ["CompiledCfg"]
@@ -50,9 +53,9 @@ class CompiledCfg(CompiledGrammar):
         self.lex = LexerTables(cfg)
         self.earley = EarleyGrammar(cfg)
         self.walker = TokenWalker(self.lex, vocab)
-        self._roots = _Lru(_ROOT_LIMIT)
-        self._masks = _Lru(_MASK_LIMIT, _MASK_BYTES)
-        self._parts = _Lru(_PARTS_LIMIT, _PARTS_BYTES)
+        self._roots: Lru[Any, Any] = Lru(_ROOT_LIMIT)
+        self._masks: Lru[Any, Any] = Lru(_MASK_LIMIT, _MASK_BYTES)
+        self._parts: Lru[Any, Any] = Lru(_PARTS_LIMIT, _PARTS_BYTES)
         self._needs: dict[int, list[int]] = {}
         #: the bytes some lexeme can start with, as an int bitset
         self._any_first = 0
@@ -141,7 +144,7 @@ class CompiledCfg(CompiledGrammar):
 
     def state_mask_words(self, state: State) -> Words:
         skey = tuple((e.sig, pend, sh, fr) for e, pend, sh, fr in state)
-        hit = self._masks.get_(skey)
+        hit = self._masks.get(skey)
         if hit is not None:
             return hit  # type: ignore[no-any-return]
         parts: dict[int, Words] = {}
@@ -173,11 +176,11 @@ class CompiledCfg(CompiledGrammar):
     def _root(self, shadows: tuple[int, ...]) -> Frontier:
         if not shadows:
             return self._plain_root
-        fr = self._roots.get_(shadows)
+        fr = self._roots.get(shadows)
         if fr is None:
             fr = self.walker.frontier(self._root_nodes, shadows)
             self._roots.put(shadows, fr)
-        return fr  # type: ignore[no-any-return]
+        return fr
 
     def _entry(self, fr: Frontier, q: int) -> Entry:
         ent = fr.entries.get(q)
@@ -218,7 +221,7 @@ class CompiledCfg(CompiledGrammar):
         if needs:
             for i, need in enumerate(needs):
                 key = (e.sig if need < 0 else e.shallow_sig(need + 1), need, ent.serial)
-                hit = self._parts.get_(key)
+                hit = self._parts.get(key)
                 if hit is not None:
                     if i:  # move to front: the depth that answered last is tried first next time
                         needs.insert(0, needs.pop(i))

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from ..cache import Lru, per_vocabulary
 from ..index import _ranges
 from ..vocab import Vocabulary
 from .lexer import LexerTables
@@ -34,46 +34,9 @@ _BROAD_BELOW = 8192  # a lexeme starting at a frontier over more tokens than thi
 _BELOW_PARENTS = 4  # ... if the frontier's rows hang from at most this many nodes
 
 
-class _Lru(OrderedDict[Any, Any]):
-    """A thread-safe LRU map bounded by entry count and by the bytes its values were put with."""
-
-    def __init__(self, limit: int, max_bytes: int | None = None) -> None:
-        super().__init__()
-        self.limit = limit
-        self.max_bytes = max_bytes
-        self.nbytes = 0
-        self.sizes: dict[Any, int] = {}
-        self.lock = threading.Lock()
-
-    def get_(self, key: Any) -> Any:
-        with self.lock:
-            v = self.get(key)
-            if v is not None:
-                self.move_to_end(key)
-            return v
-
-    def put(self, key: Any, value: Any, nbytes: int = 0) -> None:
-        with self.lock:
-            self[key] = value
-            self.move_to_end(key)
-            self.nbytes += nbytes - self.sizes.get(key, 0)
-            self.sizes[key] = nbytes
-            while len(self) > self.limit or (self.max_bytes is not None and self.nbytes > self.max_bytes
-                                             and len(self) > 1):
-                old, _ = self.popitem(last=False)
-                self.nbytes -= self.sizes.pop(old, 0)
-
-    def clear(self) -> None:
-        with self.lock:
-            super().clear()
-            self.sizes.clear()
-            self.nbytes = 0
-
-
 _SHARED_BYTES = 128 << 20  # per vocabulary: root walks shared by every grammar
 _SHARED_WALKERS = 16  # per vocabulary: dense root walkers (a few MB each)
 _NARROW_KEYS = 1 << 16  # per vocabulary: terminals known to need no dense walker (a digest each)
-_shared_lock = threading.Lock()
 
 
 class _SharedWalks:
@@ -82,8 +45,8 @@ class _SharedWalks:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.entries = _Lru(sys.maxsize, _SHARED_BYTES)
-        self.walkers: OrderedDict[bytes, RootWalk] = OrderedDict()
+        self.entries: Lru[Any, Any] = Lru(sys.maxsize, _SHARED_BYTES)
+        self.walkers: Lru[bytes, RootWalk] = Lru(_SHARED_WALKERS)
         #: the terminals found to have no broad state (no dense walker): kept apart, so that a grammar
         #: with many narrow terminals (object keys) does not evict the walkers of the broad ones
         self.narrow: set[bytes] = set()
@@ -92,28 +55,22 @@ class _SharedWalks:
         with self.lock:
             if key in self.narrow:
                 return None
-            if key in self.walkers:
-                self.walkers.move_to_end(key)
-                return self.walkers[key]
+        hit = self.walkers.get(key)
+        if hit is not None:
+            return hit
         got = make()
         with self.lock:
             if got is None:
                 if len(self.narrow) >= _NARROW_KEYS:
                     self.narrow.clear()
                 self.narrow.add(key)
-            else:
-                self.walkers[key] = got
-                while len(self.walkers) > _SHARED_WALKERS:
-                    self.walkers.popitem(last=False)
+        if got is not None:
+            self.walkers.put(key, got)
         return got
 
 
 def _shared_walks(vocab: Vocabulary) -> _SharedWalks:
-    with _shared_lock:
-        got: _SharedWalks | None = vocab.__dict__.get("_cfg_root_walks")
-        if got is None:
-            got = vocab.__dict__["_cfg_root_walks"] = _SharedWalks()
-    return got
+    return per_vocabulary(vocab, "cfg.shared_walks", _SharedWalks)
 
 
 def _nbytes(x: Any) -> int:
@@ -189,7 +146,7 @@ class SharedEntries:
         if rw is None:
             return None
         key = (*self._shared_key(t, q, rw), nodes.tobytes())
-        hit = shared_walks.entries.get_(key)
+        hit = shared_walks.entries.get(key)
         if hit is None:
             hit = self._shareable(*rw.walk_below(q - off, lex.greedy[t], below, nodes))
             shared_walks.entries.put(key, hit, _nbytes(hit))
@@ -207,7 +164,7 @@ class SharedEntries:
         mine = self.class_entries.get((t, key[1]))
         if mine is not None:  # a state of the same walk class: the same Entry, so parser-level
             return mine       # memos keyed by the entry are shared too
-        hit = shared_walks.entries.get_(key)
+        hit = shared_walks.entries.get(key)
         if hit is None:
             if rw is not None and not rw.broad[q - off]:
                 rw = None

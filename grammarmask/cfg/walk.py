@@ -27,6 +27,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from ..cache import per_vocabulary
 from ..vocab import Vocabulary
 from .lexer import LexerTables
 
@@ -117,32 +118,26 @@ class TrieArrays(NamedTuple):
 
 
 def trie_arrays(vocab: Vocabulary) -> TrieArrays:
-    """The vocabulary's :class:`TrieArrays` (cached on the vocabulary)."""
-    got: TrieArrays | None = vocab.__dict__.get("_cfg_trie_arrays")
-    if got is None:
+    """The vocabulary's :class:`TrieArrays` (kept per vocabulary)."""
+
+    def make() -> TrieArrays:
         t = vocab.trie
         n = int(t.byte.shape[0])
         tok_node = np.full(vocab.n_words * 32, n, dtype=np.int64)
         tok_node[t.tokens.astype(np.int64)] = np.repeat(np.arange(n), (t.tok_hi - t.tok_lo).astype(np.int64))
         i64 = np.int64
-        got = vocab.__dict__["_cfg_trie_arrays"] = TrieArrays(
+        return TrieArrays(
             t.child_lo.astype(i64), t.child_hi.astype(i64), t.byte.astype(i64), t.tok_lo.astype(i64),
             t.tok_hi.astype(i64), t.tokens.astype(i64), t.parent.astype(i64), t.level_lo.astype(i64),
             tok_node, (t.sub_hi - t.sub_lo).astype(i64),
         )
-    return got
 
-
-_rows_lock = threading.Lock()
+    return per_vocabulary(vocab, "cfg.trie_arrays", make)
 
 
 def _shared_rows(vocab: Vocabulary) -> tuple[weakref.WeakValueDictionary[bytes, Words], threading.Lock]:
     """The vocabulary's table of live mask rows by token set (rows die with the walks that use them)."""
-    with _rows_lock:
-        got = vocab.__dict__.get("_cfg_rows")
-        if got is None:
-            got = vocab.__dict__["_cfg_rows"] = (weakref.WeakValueDictionary(), threading.Lock())
-    return got
+    return per_vocabulary(vocab, "cfg.rows", lambda: (weakref.WeakValueDictionary(), threading.Lock()))
 
 
 class TokenWalker:

@@ -1,0 +1,109 @@
+"""Every cache grammarmask keeps is one of two kinds, both here.
+
+- :class:`Lru`: a thread-safe map bounded by its number of entries and, optionally, by the bytes its
+  values were put with; the least recently used entry goes first.
+- :func:`per_vocabulary`: state shared by every grammar compiled against one vocabulary (its token
+  trie, shared walks), kept beside the vocabulary and freed with it.
+
+Their bounds come from :class:`grammarmask.Limits`.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any, Generic, TypeVar
+
+__all__ = ["Lru", "forget", "per_vocabulary"]
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+T = TypeVar("T")
+
+
+class Lru(Generic[K, V]):
+    """A thread-safe LRU map of at most ``limit`` entries and, if ``max_bytes`` is given, at most that
+    many bytes by the sizes given to :meth:`put` (the newest entry is kept even if it alone is over)."""
+
+    __slots__ = ("_data", "_lock", "_sizes", "limit", "max_bytes", "nbytes")
+
+    def __init__(self, limit: int, max_bytes: int | None = None) -> None:
+        self._data: OrderedDict[K, V] = OrderedDict()
+        self._sizes: dict[K, int] = {}
+        self._lock = threading.Lock()
+        self.limit = limit
+        self.max_bytes = max_bytes
+        self.nbytes = 0
+
+    def get(self, key: K) -> V | None:
+        """The value of ``key`` (now the most recently used), or None."""
+        with self._lock:
+            v = self._data.get(key)
+            if v is not None:
+                self._data.move_to_end(key)
+            return v
+
+    def put(self, key: K, value: V, nbytes: int = 0) -> None:
+        """Store ``value`` (weighing ``nbytes``) and evict the least recently used past the bounds."""
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            self.nbytes += nbytes - self._sizes.get(key, 0)
+            self._sizes[key] = nbytes
+            data = self._data
+            while len(data) > self.limit or (
+                self.max_bytes is not None and self.nbytes > self.max_bytes and len(data) > 1
+            ):
+                old, _ = data.popitem(last=False)
+                self.nbytes -= self._sizes.pop(old, 0)
+
+    def get_or_make(self, key: K, make: Callable[[], V], nbytes: Callable[[V], int] | None = None) -> V:
+        """The value of ``key``, made by ``make()`` (outside the lock) and stored if missing."""
+        hit = self.get(key)
+        if hit is None:
+            hit = make()
+            self.put(key, hit, nbytes(hit) if nbytes is not None else 0)
+        return hit
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+            self._sizes.clear()
+            self.nbytes = 0
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data
+
+
+_STORES: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+_STORES_LOCK = threading.RLock()  # re-entrant: a make() may ask for another store of the same vocabulary
+
+
+def per_vocabulary(vocab: Any, name: str, make: Callable[[], T]) -> T:
+    """The object called ``name`` kept for ``vocab``, made once by ``make()`` (under a lock, so two
+    threads never make it twice) and dropped when the vocabulary is."""
+    with _STORES_LOCK:
+        store = _STORES.get(vocab)
+        if store is None:
+            store = _STORES[vocab] = {}
+        got = store.get(name)
+        if got is None:
+            got = store[name] = make()
+    return got
+
+
+def forget(vocab: Any, name: str | None = None) -> None:
+    """Drop the object called ``name`` kept for ``vocab`` (every one, if ``name`` is None); the next
+    :func:`per_vocabulary` makes it again."""
+    with _STORES_LOCK:
+        store = _STORES.get(vocab)
+        if store is not None:
+            if name is None:
+                store.clear()
+            else:
+                store.pop(name, None)
