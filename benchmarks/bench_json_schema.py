@@ -52,6 +52,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import grammarmask as gm  # noqa: E402
 from grammarmask.backends import json_schema as js  # noqa: E402
 from grammarmask.backends.json_schema import JsonSchema  # noqa: E402
+from grammarmask.cache import forget  # noqa: E402
 from grammarmask.errors import GrammarError, UnsupportedSchemaError  # noqa: E402
 from grammarmask.loaders import mistral_tokenizer  # noqa: E402
 
@@ -151,7 +152,7 @@ def compare_orders(items: list[tuple[str, str, dict[str, Any]]], tok: Any, vocab
         row = [f"{sub}/{name}"]
         for order in ("declared", "any"):
             js._RULES_CACHE.clear()
-            vocab.__dict__.pop("_compiled_cache", None)
+            forget(vocab, "compiled")
             t0 = time.perf_counter()
             try:
                 compiled[order] = JsonSchema(data["schema"], property_order=order).compile(vocab)
@@ -171,7 +172,7 @@ def compare_orders(items: list[tuple[str, str, dict[str, Any]]], tok: Any, vocab
         ]
         for order, seqs in (("declared", both), ("any", both), ("any", rev)):
             js._RULES_CACHE.clear()
-            vocab.__dict__.pop("_compiled_cache", None)
+            forget(vocab, "compiled")
             c = JsonSchema(data["schema"], property_order=order).compile(vocab)  # cold
             steps: list[float] = []
             for _ in range(3):
@@ -192,7 +193,7 @@ def any_cost(ts: list[int], tok: Any, vocab: Any) -> None:
         schema = {"type": "object", "properties": props, "required": [f"field_{i}" for i in range(t)]}
         for order in ("declared", "any"):
             js._RULES_CACHE.clear()
-            vocab.__dict__.pop("_compiled_cache", None)
+            forget(vocab, "compiled")
             t0 = time.perf_counter()
             g = JsonSchema(schema, property_order=order)
             text = g.to_lark()
@@ -273,7 +274,7 @@ def main() -> None:
     compiled: list[tuple[Any, dict[str, Any]]] = []
     for sub, name, data in chosen:
         js._RULES_CACHE.clear()
-        vocab.__dict__.pop("_compiled_cache", None)
+        forget(vocab, "compiled")
         t0 = time.perf_counter()
         c = JsonSchema(data["schema"], property_order=order).compile(vocab)
         full.append(time.perf_counter() - t0)

@@ -27,10 +27,10 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import grammarmask as gm  # noqa: E402
-import grammarmask.index as gindex  # noqa: E402
 from benchmarks.workloads import build  # noqa: E402
 from grammarmask.automata import regex as gregex  # noqa: E402
 from grammarmask.backends.regex import Regex  # noqa: E402
+from grammarmask.cache import forget  # noqa: E402
 from grammarmask.loaders import mistral_tokenizer  # noqa: E402
 
 
@@ -44,8 +44,7 @@ def workloads() -> list[tuple[str, str, list[str]]]:
 
 def clear_caches(vocab: gm.Vocabulary) -> None:
     gregex._cached.cache_clear()
-    gindex._TRIE_CACHE.clear()
-    vocab.__dict__.pop("_compiled_cache", None)
+    forget(vocab)  # compiled grammars and class tries
 
 
 def main() -> None:

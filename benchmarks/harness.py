@@ -174,10 +174,12 @@ def _tokenize(tok: Any, vocab: Any, text: str) -> list[int] | None:
 
 
 def _greedy(vocab: Any, data: bytes) -> list[int]:
-    index = vocab.__dict__.get("_bench_index")
-    if index is None:
-        index = {b: i for i, b in enumerate(vocab.token_bytes) if b and i not in vocab.special_ids}
-        vocab.__dict__["_bench_index"] = index
+    from grammarmask.cache import per_vocabulary
+
+    index = per_vocabulary(
+        vocab, "bench.token_index",
+        lambda: {b: i for i, b in enumerate(vocab.token_bytes) if b and i not in vocab.special_ids},
+    )
     out, i = [], 0
     while i < len(data):
         for j in range(len(data), i, -1):

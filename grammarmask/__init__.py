@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import GrammarError, GrammarMaskError, NoLegalContinuation, TokenRejected, UnsupportedSchemaError
 from .grammar import CompiledGrammar, Grammar, Matcher
+from .limits import Limits
 from .mask import Mask
 from .vocab import Vocabulary
 
@@ -76,6 +77,7 @@ __all__ = [
     "GrammarMaskError",
     "JsonSchema",
     "Lark",
+    "Limits",
     "LogitsModel",
     "Mask",
     "Matcher",

@@ -17,9 +17,7 @@ Because states are immutable values, the generic :class:`Matcher` keeps a stack 
 
 from __future__ import annotations
 
-import threading
 from abc import ABC, abstractmethod
-from collections import OrderedDict
 from collections.abc import Hashable, Iterable
 from typing import Any
 
@@ -27,7 +25,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ._args import as_int
+from .cache import Lru, per_vocabulary
 from .errors import GrammarError, GrammarMaskError, NoLegalContinuation, TokenRejected
+from .limits import Limits, in_force
 from .mask import Mask, pack_bool
 from .vocab import Vocabulary
 
@@ -36,7 +36,8 @@ __all__ = ["CompiledGrammar", "Grammar", "Matcher", "ensure_compiled"]
 State = Any
 Words = npt.NDArray[np.uint32]
 
-_CACHE_LIMIT = 32  # compiled grammars kept per vocabulary (each with mask caches of up to ~80 MB)
+_FORCED_STATES = 2048  # forced bytes kept per compiled grammar, by state
+
 
 
 class Grammar(ABC):
@@ -50,26 +51,19 @@ class Grammar(ABC):
         """A content key: grammars with equal keys compile to interchangeable results (None: no caching)."""
         return None
 
-    def compile(self, vocab: Vocabulary) -> CompiledGrammar:
-        """Compile against ``vocab``; equal grammars compiled twice on one vocabulary share the result."""
+    def compile(self, vocab: Vocabulary, *, limits: Limits | None = None) -> CompiledGrammar:
+        """Compile against ``vocab`` within ``limits`` (:class:`~grammarmask.Limits`; None: the
+        defaults). Equal grammars compiled twice on one vocabulary with equal limits share the result."""
         if not isinstance(vocab, Vocabulary):
             raise GrammarError(f"compile() needs a grammarmask.Vocabulary, got {type(vocab).__name__}")
-        key = self.cache_key()
-        if key is None:
-            return self._compile(vocab)
-        full_key = (type(self).__qualname__, key)
-        cache, lock = _vocab_cache(vocab)
-        with lock:
-            hit = cache.get(full_key)
-            if hit is not None:
-                cache.move_to_end(full_key)
-                return hit
-        compiled = self._compile(vocab)
-        with lock:
-            cache[full_key] = compiled
-            while len(cache) > _CACHE_LIMIT:
-                cache.popitem(last=False)
-        return compiled
+        with in_force(limits) as lim:
+            key = self.cache_key()
+            if key is None:
+                return self._compile(vocab)
+            cache: Lru[Hashable, CompiledGrammar] = per_vocabulary(
+                vocab, "compiled", lambda: Lru(lim.compiled_per_vocabulary)
+            )
+            return cache.get_or_make((type(self).__qualname__, key, lim), lambda: self._compile(vocab))
 
     def to_dfa(self) -> Any:
         """The grammar as one byte DFA when it is regular and small, else None (used by ``&``)."""
@@ -95,13 +89,6 @@ class Grammar(ABC):
         from .sequence import Sequence
 
         return Sequence(self, other)
-
-
-def _vocab_cache(vocab: Vocabulary) -> tuple[OrderedDict[Hashable, CompiledGrammar], threading.Lock]:
-    cache = vocab.__dict__.get("_compiled_cache")
-    if cache is None:
-        cache = vocab.__dict__.setdefault("_compiled_cache", (OrderedDict(), threading.Lock()))
-    return cache  # type: ignore[no-any-return]
 
 
 class CompiledGrammar(ABC):
@@ -132,17 +119,11 @@ class CompiledGrammar(ABC):
         token starts with the same byte, that byte is forced (a backend that knows its automaton may
         answer faster). Cached per state when states are hashable.
         """
-        cache: dict[Any, bytes] = self.__dict__.setdefault("_forced_cache", {})
+        cache: Lru[Any, bytes] = self.__dict__.setdefault("_forced_cache", Lru(_FORCED_STATES))
         try:
-            hit = cache.get(state)
+            return cache.get_or_make(state, lambda: _derive_forced_bytes(self, state))
         except TypeError:  # unhashable state: no caching
             return _derive_forced_bytes(self, state)
-        if hit is None:
-            hit = _derive_forced_bytes(self, state)
-            if len(cache) >= _CACHE_LIMIT * 64:
-                cache.clear()
-            cache[state] = hit
-        return hit
 
     def matcher(self) -> Matcher:
         """A fresh matcher at the start of the language."""
@@ -174,8 +155,8 @@ def _derive_forced_bytes(compiled: CompiledGrammar, state: State, limit: int = 2
 
 def _first_byte_tables(vocab: Vocabulary) -> tuple[npt.NDArray[np.uint32], list[int]]:
     """Per byte: mask words of the tokens starting with it, and its single-byte token id (or -1)."""
-    hit = vocab.__dict__.get("_first_byte_tables")
-    if hit is None:
+
+    def make() -> tuple[npt.NDArray[np.uint32], list[int]]:
         first = np.full(vocab.size, -1, np.int16)
         single = [-1] * 256
         for t, data in enumerate(vocab.token_bytes):
@@ -183,9 +164,9 @@ def _first_byte_tables(vocab: Vocabulary) -> tuple[npt.NDArray[np.uint32], list[
                 first[t] = data[0]
                 if len(data) == 1 and single[data[0]] < 0:
                     single[data[0]] = t
-        starts = np.stack([pack_bool(first == b) for b in range(256)])
-        hit = vocab.__dict__.setdefault("_first_byte_tables", (starts, single))
-    return hit  # type: ignore[no-any-return]
+        return np.stack([pack_bool(first == b) for b in range(256)]), single
+
+    return per_vocabulary(vocab, "first_byte_tables", make)
 
 
 def ensure_compiled(grammar: Grammar | CompiledGrammar, vocab: Vocabulary, *, caller: str) -> CompiledGrammar:

@@ -28,6 +28,7 @@ import numpy.typing as npt
 from .automata import DFA
 from .automata.dfa import row_ids
 from .cache import Lru, per_vocabulary
+from .limits import Limits, active
 from .vocab import Vocabulary
 
 __all__ = ["ClassTrie", "DfaTokenIndex"]
@@ -35,12 +36,6 @@ __all__ = ["ClassTrie", "DfaTokenIndex"]
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
 Words = npt.NDArray[np.uint32]
-
-EAGER_STATES = 16384  # try to index every state at construction up to this many (within PAIR_BUDGET)
-PAIR_BUDGET = 3_000_000  # max (state, class node) pairs in one batched walk
-NARROW_FRACTION = 32  # a state with more than V / this legal tokens is "broad"
-DENSE_BUDGET = 8_000_000  # broad states x class nodes for the unpruned walk at construction
-SPARSE_BUDGET = 4_000_000  # total (word index, word) entries kept for eagerly indexed states
 
 
 @dataclass(frozen=True, eq=False)
@@ -142,13 +137,11 @@ class ClassTrie:
         )
 
 
-_TRIE_CACHE_SIZE = 8
-
-
-def class_trie(vocab: Vocabulary, classes: npt.NDArray[np.integer], k: int) -> ClassTrie:
-    """The :class:`ClassTrie` for ``vocab`` under ``classes`` (cached per vocabulary, LRU)."""
+def class_trie(vocab: Vocabulary, classes: npt.NDArray[np.integer], k: int, keep: int = 8) -> ClassTrie:
+    """The :class:`ClassTrie` for ``vocab`` under ``classes`` (cached per vocabulary, LRU; the first
+    caller's ``keep``, ``Limits.class_tries_per_vocabulary``, bounds how many are kept)."""
     key = np.asarray(classes, dtype=np.int16).tobytes()
-    tries: Lru[bytes, ClassTrie] = per_vocabulary(vocab, "index.class_tries", lambda: Lru(_TRIE_CACHE_SIZE))
+    tries: Lru[bytes, ClassTrie] = per_vocabulary(vocab, "index.class_tries", lambda: Lru(keep))
     return tries.get_or_make(key, lambda: ClassTrie.build(vocab, classes, k))
 
 
@@ -200,19 +193,20 @@ class DfaTokenIndex:
     and must not be mutated.
     """
 
-    def __init__(self, vocab: Vocabulary, dfa: DFA, *, cache_size: int = 512) -> None:
+    def __init__(self, vocab: Vocabulary, dfa: DFA, *, limits: Limits | None = None) -> None:
         self.vocab = vocab
         self.dfa = dfa
+        self.limits = limits = limits or active()
         classes, k = dfa.byte_classes()
         reps = np.zeros(k, dtype=np.intp)
         reps[classes[::-1]] = np.arange(255, -1, -1)
         self._red = np.ascontiguousarray(dfa.transitions[:, reps]).astype(np.int64)
-        self._trie = class_trie(vocab, classes, k)
+        self._trie = class_trie(vocab, classes, k, limits.class_tries_per_vocabulary)
         self._n_words = vocab.n_words
         self._size = vocab.size
         self._tb = vocab.token_bytes
         self._special = vocab.special_ids
-        self._cache: Lru[int, Words] = Lru(cache_size)
+        self._cache: Lru[int, Words] = Lru(limits.index_masks)
         self._sparse: dict[int, tuple[I64, Words]] = {}
         self._lock = threading.Lock()
         self._zeros = np.zeros(self._n_words, dtype=np.uint32)
@@ -224,14 +218,14 @@ class DfaTokenIndex:
         self._base: Words | None = None  # words of every normal token (for complement storage)
         self._base_count = int(np.count_nonzero(self._trie.tok_node < self._trie.n_nodes))
         self._negative: dict[int, tuple[I64, Words]] = {}
-        if 0 < reps.size <= EAGER_STATES:
+        if 0 < reps.size <= limits.index_eager_states:
             # an upper bound on each state's legal tokens: those whose first class is live
             tr = self._trie
             kids = np.arange(int(tr.ch_lo[0]), int(tr.ch_hi[0]))
             bound = (self._red[reps][:, tr.cls[kids]] != 0).astype(np.int64) @ tr.sub_count[kids]
-            broad = bound > len(self._tb) // NARROW_FRACTION
+            broad = bound > len(self._tb) // limits.index_narrow_fraction
             pruned = reps
-            if broad.any() and int(broad.sum()) * tr.n_nodes <= DENSE_BUDGET:
+            if broad.any() and int(broad.sum()) * tr.n_nodes <= limits.index_dense_budget:
                 self._eager_dense(reps[broad])  # unpruned walk; broad states stored by complement
                 pruned = reps[~broad]
             with contextlib.suppress(_BudgetExceeded):
@@ -289,7 +283,7 @@ class DfaTokenIndex:
             out_s.append(p_s[has_tok])
             out_c.append(p_c[has_tok])
             total += p_s.size
-            if total > PAIR_BUDGET:
+            if total > self.limits.index_pair_budget:
                 raise _BudgetExceeded
             lo, hi = tr.ch_lo[p_c], tr.ch_hi[p_c]
             nkids = hi - lo
@@ -307,7 +301,7 @@ class DfaTokenIndex:
         if states.size == 0:
             return
         ps, pc = self._walk(states)
-        if int(self._trie.tok_count[pc].sum()) > 8 * SPARSE_BUDGET:
+        if int(self._trie.tok_count[pc].sum()) > 8 * self.limits.index_sparse_budget:
             raise _BudgetExceeded
         self._sparse_words(states, ps, pc, np.ones(states.size, dtype=np.bool_), self._sparse)
 
@@ -319,14 +313,15 @@ class DfaTokenIndex:
         copy plus a scatter.
         """
         tr, red = self._trie, self._red
-        chunk = max(1, min(DENSE_BUDGET // 8 // max(tr.n_nodes, 1), (1 << 23) // max(self._n_words * 32, 1)))
+        per_chunk = self.limits.index_dense_budget // 8 // max(tr.n_nodes, 1)
+        chunk = max(1, min(per_chunk, (1 << 23) // max(self._n_words * 32, 1)))
         lv = tr.level_lo
         term = np.flatnonzero(tr.tok_count > 0)
         weights = tr.tok_count[term]
         total = int(weights.sum())
         kept = 0
         for a in range(0, states.size, chunk):
-            if kept > SPARSE_BUDGET:
+            if kept > self.limits.index_sparse_budget:
                 return  # the remaining states stay lazy
             sts = states[a : a + chunk]
             st = np.zeros((sts.size, tr.n_nodes + 1), dtype=np.int64)  # last column: the sentinel
@@ -424,7 +419,7 @@ class DfaTokenIndex:
         tr = self._trie
         _, pc = self._walk(np.array([state], dtype=np.int64))
         n_legal = int(tr.tok_count[pc].sum())
-        if n_legal > len(self._tb) // NARROW_FRACTION:
+        if n_legal > len(self._tb) // self.limits.index_narrow_fraction:
             return self._pack(pc)
         lens = tr.tok_count[pc]
         ids = tr.tok_ids[_ranges(tr.tok_ptr[pc], tr.tok_ptr[pc] + lens)].astype(np.int64)

@@ -19,6 +19,7 @@ from grammarmask.backends.gbnf import Gbnf
 from grammarmask.backends.lark import Lark
 from grammarmask.cache import forget
 from grammarmask.cfg.shared import _shared_walks
+from grammarmask.limits import Limits, in_force
 from grammarmask.mask import Mask
 
 GRAMMARS = os.path.join(os.path.dirname(__file__), "..", "grammars")
@@ -73,27 +74,26 @@ def test_cached_masks_equal_fresh_masks(name: str, tekken: Any, tekken_tokenizer
 
 
 @pytest.mark.parametrize("walk", ["pruned", "dense-class-trie", "dense-byte-trie"])
-def test_shared_root_walks_are_translated(walk: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_shared_root_walks_are_translated(walk: str) -> None:
     # Both grammars use common.lark's ESCAPED_STRING and SIGNED_NUMBER, at different state offsets.
     # A small vocabulary makes no lexeme state "broad"; the dense variants make every state broad.
-    from grammarmask.cfg import rootwalk, shared
     from grammarmask.testing import byte_vocabulary
 
+    limits = Limits()
     if walk != "pruned":
-        monkeypatch.setattr(rootwalk, "_BROAD_TOKENS", -1)
-        monkeypatch.setattr(shared, "_BROAD_BELOW", -1)
-        monkeypatch.setattr(shared, "_SMALL_FRONTIER", 0)
-        monkeypatch.setattr(rootwalk, "_MAX_CLASSES", 256 if walk == "dense-class-trie" else 0)
+        limits = Limits(walk_broad_tokens=-1, walk_broad_below=-1, walk_small_frontier=0,
+                        walk_max_classes=256 if walk == "dense-class-trie" else 0)
 
     extra = [b'"a', b'b"', b'", "', b'12', b'-3.5', b'"}', b'":', b"  ", b'\\"']
     a = Lark('start: "<" (ESCAPED_STRING | SIGNED_NUMBER)+ ">"\n%import common.ESCAPED_STRING\n'
              "%import common.SIGNED_NUMBER\n%import common.WS\n%ignore WS\n")
     b = Lark.from_file(os.path.join(GRAMMARS, "json.lark"))
     shared = byte_vocabulary(extra)
-    a.compile(shared).matcher().mask()  # warm the shared walks with grammar a
+    a.compile(shared, limits=limits).matcher().mask()  # warm the shared walks with grammar a
     for text in ['{"a": [1, -2.5, "x\\"y"]', '"abc', "[12", '{"k":']:
-        m_shared = b._compile(shared).matcher()
-        m_alone = b._compile(byte_vocabulary(extra)).matcher()
+        with in_force(limits):  # fresh compiles (no masks cached) under these limits
+            m_shared = b._compile(shared).matcher()
+            m_alone = b._compile(byte_vocabulary(extra)).matcher()
         for ch in text.encode():
             assert m_shared.mask() == m_alone.mask(), text
             m_shared.advance(ch + 1)
@@ -140,8 +140,7 @@ def test_edited_root_walks_equal_full_walks_on_tekken(tekken: Any, tekken_tokeni
     doc = '{"warrior": false, "druid": true, "dragon": "x", "deathkni": "y", "de": "", "priests": "z"}'
     ids = list(tekken_tokenizer.encode(doc, bos=False, eos=False))
     edits = _counted(monkeypatch, rootwalk.RootWalk, "_diff_walk")
-    with monkeypatch.context() as mp:
-        mp.setattr(rootwalk, "_BASES", 0)
+    with in_force(Limits(walk_bases=0)):
         full = _tekken_masks(lambda: JsonSchema(schema)._compile(tekken), ids, tekken)
     assert edits == [0]
     assert _tekken_masks(lambda: JsonSchema(schema)._compile(tekken), ids, tekken) == full
@@ -154,7 +153,7 @@ def test_dense_walks_below_whitespace_equal_pruned_walks_on_tekken(
 ) -> None:
     # After ignored whitespace, a NAME or a number starts below the ' ' and '\t' nodes, over most of
     # the vocabulary: walked densely there. The masks must equal those of the pruned walks.
-    from grammarmask.cfg import rootwalk, shared
+    from grammarmask.cfg import rootwalk
 
     docs = {
         "arithmetic.lark": "max(rate, 2.5) * (x + 17) - sqrt(y, n_items) % 3",
@@ -164,28 +163,26 @@ def test_dense_walks_below_whitespace_equal_pruned_walks_on_tekken(
     with open(os.path.join(GRAMMARS, name), encoding="utf-8") as f:
         text = f.read()
     dense = _counted(monkeypatch, rootwalk.RootWalk, "walk_below")
-    with monkeypatch.context() as mp:
-        mp.setattr(shared, "_BROAD_BELOW", 1 << 30)
+    with in_force(Limits(walk_broad_below=1 << 30)):
         pruned = _tekken_masks(lambda: Lark(text)._compile(tekken), ids, tekken)
     assert dense == [0]
     assert _tekken_masks(lambda: Lark(text)._compile(tekken), ids, tekken) == pruned
     assert dense[0] >= 1
 
 
-def test_walkers_made_again_key_the_same_shared_walks(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_walkers_made_again_key_the_same_shared_walks() -> None:
     # One dense walker per vocabulary at a time: two grammars evict each other's walkers while the
     # shared walks stay, keyed by walk class; a walker made again must name its classes alike.
-    from grammarmask.cfg import rootwalk, shared
     from grammarmask.testing import byte_vocabulary
 
-    monkeypatch.setattr(rootwalk, "_BROAD_TOKENS", -1)
-    monkeypatch.setattr(shared, "_SHARED_WALKERS", 1)
+    limits = Limits(walk_broad_tokens=-1, shared_walkers=1)
     texts = ['start: "<" S ("<" S)*\nS: /[ab]{0,6}>/\n', 'start: "[" T ("," T)* "]"\nT: /[ab]{0,5};/\n']
     docs = [b"<ab><aaab><bbbbba>", b"[a;,abab;,bbbbb;]"]
     extra = [b"ab", b"ba", b"aa", b"bb", b"aab", b"bab", b",a", b"b>", b"a]", b"<a"]
 
     def masks(i: int, vocab: Any) -> list[Mask]:
-        m = Lark(texts[i])._compile(vocab).matcher()
+        with in_force(limits):
+            m = Lark(texts[i])._compile(vocab).matcher()
         out = []
         for ch in docs[i]:
             out.append(m.mask())
@@ -198,10 +195,8 @@ def test_walkers_made_again_key_the_same_shared_walks(monkeypatch: pytest.Monkey
         assert masks(i, shared) == alone[i], i
 
 
-def test_caches_stay_within_their_byte_budgets_and_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_caches_stay_within_their_byte_budgets_and_exact() -> None:
     # Tiny budgets evict all the time; the masks must not change, and the caches must stay bounded.
-    from grammarmask.cfg import compiled as cc
-    from grammarmask.cfg import shared as sh
     from grammarmask.testing import byte_vocabulary
 
     extra = [b'"a', b'b"', b'", "', b'12', b'-3.5', b'"}', b'":', b"  ", b'\\"', b"true", b"nu"]
@@ -213,11 +208,8 @@ def test_caches_stay_within_their_byte_budgets_and_exact(monkeypatch: pytest.Mon
         want.append(m.mask())
         m.advance(ch + 1)
 
-    monkeypatch.setattr(sh, "_SHARED_BYTES", 4096)
-    monkeypatch.setattr(cc, "_MASK_BYTES", 256)
-    monkeypatch.setattr(cc, "_PARTS_BYTES", 256)
     vocab = byte_vocabulary(extra)
-    tight = g._compile(vocab)
+    tight = g.compile(vocab, limits=Limits(shared_walk_bytes=4096, cfg_mask_bytes=256, cfg_parts_bytes=256))
     for _ in range(2):  # the second pass meets evicted and surviving entries alike
         m = tight.matcher()
         for ch, mask in zip(text, want):

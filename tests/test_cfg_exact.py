@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grammarmask.backends.lark import Lark
+from grammarmask.limits import Limits
 from grammarmask.mask import Mask
 from grammarmask.testing import reference_mask
 from grammarmask.vocab import Vocabulary
@@ -91,36 +92,28 @@ def test_mask_matches_oracle_on_every_short_prefix(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_vectorised_walks_match_oracle(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_vectorised_walks_match_oracle(name: str) -> None:
     # Small vocabularies take the plain-Python walk paths; force the numpy ones instead.
-    from grammarmask.cfg import walk
-
-    monkeypatch.setattr(walk, "_SMALL", 0)
     _, vocab, _, _ = _setup(name)
-    _check_every_short_prefix(name, Lark(CASES[name][0])._compile(vocab))  # fresh: no walk cached yet
+    fresh = Lark(CASES[name][0]).compile(vocab, limits=Limits(walk_small_rows=0))  # no walk cached yet
+    _check_every_short_prefix(name, fresh)
 
 
 @pytest.mark.parametrize("edits", [False, True], ids=["full", "edited"])
 @pytest.mark.parametrize("by_class", [True, False], ids=["class-trie", "byte-trie"])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_dense_root_walks_match_oracle(name: str, by_class: bool, edits: bool,
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dense_root_walks_match_oracle(name: str, by_class: bool, edits: bool) -> None:
     # Only big vocabularies make lexeme states "broad"; make every state broad (from the root and from
     # frontiers below a few nodes), on either trie, and compute each root walk in full or (whenever a
     # full walk of the terminal exists) as an edit of one.
-    from grammarmask.cfg import rootwalk, shared
-
-    monkeypatch.setattr(rootwalk, "_BROAD_TOKENS", -1)
-    monkeypatch.setattr(shared, "_BROAD_BELOW", -1)
-    monkeypatch.setattr(shared, "_SMALL_FRONTIER", 0)
-    monkeypatch.setattr(rootwalk, "_MAX_CLASSES", 256 if by_class else 0)
-    if edits:
-        monkeypatch.setattr(rootwalk, "_DIFF_SHARE", 1)
-    else:
-        monkeypatch.setattr(rootwalk, "_BASES", 0)
+    limits = Limits(
+        walk_broad_tokens=-1, walk_broad_below=-1, walk_small_frontier=0,
+        walk_max_classes=256 if by_class else 0, walk_diff_share=1 if edits else 8,
+        walk_bases=2 if edits else 0,
+    )  # fmt: skip
     _, shared_vocab, _, _ = _setup(name)
     vocab = Vocabulary.from_tokens(list(shared_vocab.token_bytes), eos_token_id=0)  # no shared walks
-    _check_every_short_prefix(name, Lark(CASES[name][0])._compile(vocab))
+    _check_every_short_prefix(name, Lark(CASES[name][0]).compile(vocab, limits=limits))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -81,7 +81,10 @@ def test_readme_commands_are_the_documented_ones() -> None:
     text = (ROOT / "README.md").read_text()
     bash = re.findall(r"```bash\n(.*?)```", text, re.S)
     setup, tests = bash[0].strip(), bash[1].strip()
-    assert "pip install -e '.[test" in setup
+    assert "pip install -c constraints.txt -e '.[test" in setup
+    pins = [x for x in (ROOT / "constraints.txt").read_text().splitlines() if x and not x.startswith("#")]
+    assert all(re.fullmatch(r"[A-Za-z0-9_.\-]+==\S+", p) for p in pins), pins  # exact versions only
+    assert {p.split("==")[0].lower() for p in pins} >= {"torch", "transformers", "lark", "numpy", "pytest"}
     m = re.search(r"grammarmask mask (\S+) --tokenizer tekken --text '([^']+)'", setup)
     assert m is not None
     assert (ROOT / m.group(1)).is_file()

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from grammarmask.backends.gbnf import Gbnf
 from grammarmask.errors import GrammarError
+from grammarmask.limits import Limits
 from grammarmask.mask import Mask
 from grammarmask.testing import assert_accepts, assert_rejects, byte_vocabulary, reference_mask
 from grammarmask.vocab import Vocabulary
@@ -45,12 +46,12 @@ def _regex_vocab(alpha: str) -> Vocabulary:
     return Vocabulary.from_tokens(toks, eos_token_id=0)
 
 
-def _walk_against_regex(name: str, data: st.DataObject) -> None:
+def _walk_against_regex(name: str, data: st.DataObject, limits: Limits | None = None) -> None:
     """Six random steps through ``REGULAR[name]``, each mask equal to the regex oracle's."""
     text, pattern, alpha = REGULAR[name]
     rx = regex.compile(pattern)
     vocab = _regex_vocab(alpha)
-    m = Gbnf(text).compile(vocab).matcher()
+    m = Gbnf(text).compile(vocab, limits=limits).matcher()
 
     def viable(b: bytes) -> bool:
         return rx.fullmatch(b, partial=True) is not None
@@ -83,15 +84,12 @@ def test_non_greedy_terminals_in_dense_root_walks(name: str, by_class: bool, edi
     # GBNF terminals are non-greedy (no shadows); make every lexeme state "broad" so that the dense
     # root walk (on a class trie or on the byte trie, in full or as an edit of an earlier full walk)
     # computes them, and compare with the oracle.
-    from grammarmask.cfg import rootwalk, shared
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(rootwalk, "_BROAD_TOKENS", -1)
-        mp.setattr(shared, "_BROAD_BELOW", -1)
-        mp.setattr(shared, "_SMALL_FRONTIER", 0)
-        mp.setattr(rootwalk, "_MAX_CLASSES", 256 if by_class else 0)
-        mp.setattr(rootwalk, "_DIFF_SHARE" if edits else "_BASES", 1 if edits else 0)
-        _walk_against_regex(name, data)
+    limits = Limits(
+        walk_broad_tokens=-1, walk_broad_below=-1, walk_small_frontier=0,
+        walk_max_classes=256 if by_class else 0, walk_diff_share=1 if edits else 8,
+        walk_bases=2 if edits else 0,
+    )  # fmt: skip
+    _walk_against_regex(name, data, limits)
 
 
 def test_recursive_gbnf_matches_lark_on_every_short_prefix() -> None:

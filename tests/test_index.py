@@ -13,6 +13,7 @@ import grammarmask as gm
 import grammarmask.index as gindex
 from grammarmask.automata import DFA, from_strings, regex_to_dfa
 from grammarmask.index import DfaTokenIndex
+from grammarmask.limits import Limits
 
 PATTERNS = [
     r"[a-z]+@[a-z]+\.com",
@@ -59,25 +60,22 @@ def toy() -> gm.Vocabulary:
 MODES = ["default", "all-dense", "pairs-only", "lazy"]
 
 
-def set_mode(monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
-    """Force one of the index's construction strategies."""
+def mode_limits(mode: str) -> Limits:
+    """Limits that force one of the index's construction strategies."""
     if mode == "all-dense":  # every state counts as broad: unpruned walk, complement storage
-        monkeypatch.setattr(gindex, "NARROW_FRACTION", 10**6)
+        return Limits(index_narrow_fraction=10**6)
     if mode == "pairs-only":  # every state counts as narrow: pruned walk, legal tokens stored
-        monkeypatch.setattr(gindex, "NARROW_FRACTION", 1)
-        monkeypatch.setattr(gindex, "DENSE_BUDGET", 0)
+        return Limits(index_narrow_fraction=1, index_dense_budget=0)
     if mode == "lazy":
-        monkeypatch.setattr(gindex, "EAGER_STATES", 0)
+        return Limits(index_eager_states=0)
+    return Limits()
 
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("pattern", PATTERNS)
-def test_index_matches_brute_force_toy(
-    toy: gm.Vocabulary, pattern: str, mode: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    set_mode(monkeypatch, mode)
+def test_index_matches_brute_force_toy(toy: gm.Vocabulary, pattern: str, mode: str) -> None:
     dfa = regex_to_dfa(pattern)
-    idx = DfaTokenIndex(toy, dfa)
+    idx = DfaTokenIndex(toy, dfa, limits=mode_limits(mode))
     for s in range(dfa.n_states):
         legal, nxt = brute_force(toy, dfa, s)
         got = set(gm.Mask(idx.mask_words(s), toy.size).token_ids().tolist())
@@ -88,12 +86,9 @@ def test_index_matches_brute_force_toy(
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("pattern", [*PATTERNS[:4], r"[^\n]{0,30}"])
-def test_index_matches_brute_force_tekken(
-    tekken: gm.Vocabulary, pattern: str, mode: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    set_mode(monkeypatch, mode)
+def test_index_matches_brute_force_tekken(tekken: gm.Vocabulary, pattern: str, mode: str) -> None:
     dfa = regex_to_dfa(pattern)
-    idx = DfaTokenIndex(tekken, dfa)
+    idx = DfaTokenIndex(tekken, dfa, limits=mode_limits(mode))
     tb = tekken.token_bytes
     normal = [t for t, b in enumerate(tb) if b and t not in tekken.special_ids]
     rng = np.random.default_rng(0)
@@ -140,14 +135,15 @@ def test_class_trie_collapses_tokens(tekken: gm.Vocabulary) -> None:
     assert gindex.class_trie(tekken, classes, k) is ct  # cached
 
 
-def test_concurrent_first_visits_agree(toy: gm.Vocabulary, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_concurrent_first_visits_agree(toy: gm.Vocabulary) -> None:
     """Threads hitting lazily computed states at once all get the single-threaded answer."""
     from concurrent.futures import ThreadPoolExecutor
 
-    monkeypatch.setattr(gindex, "EAGER_STATES", 0)
     dfa = regex_to_dfa(r"\w+( \w+)*")
-    want = [DfaTokenIndex(toy, dfa).mask_words(s).copy() for s in range(dfa.n_states)]
-    idx = DfaTokenIndex(toy, dfa, cache_size=4)  # tiny cache: constant eviction under contention
+    lazy = Limits(index_eager_states=0)
+    want = [DfaTokenIndex(toy, dfa, limits=lazy).mask_words(s).copy() for s in range(dfa.n_states)]
+    # a tiny cache: constant eviction under contention
+    idx = DfaTokenIndex(toy, dfa, limits=Limits(index_eager_states=0, index_masks=4))
     states = list(range(dfa.n_states)) * 20
     with ThreadPoolExecutor(8) as pool:
         got = list(pool.map(idx.mask_words, states))

@@ -15,7 +15,6 @@ vocabulary trie's sorted ranges.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Hashable, Iterable
 from typing import Any, Literal
 
@@ -23,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..automata import DFA, from_strings
+from ..cache import Lru
 from ..errors import GrammarError
 from ..grammar import CompiledGrammar, Grammar
 from ..index import DfaTokenIndex
@@ -262,7 +262,7 @@ class _MultiCompiled(CompiledGrammar):
         self.trie = trie
         self.index = DfaTokenIndex(vocab, trie.dfa)
         self.max_labels = max_labels
-        self._masks: OrderedDict[tuple[int, int], Words] = OrderedDict()
+        self._masks: Lru[tuple[int, int], Words] = Lru(self._CACHE)
         self.sorted_tokens = vocab.trie.sorted_tokens
 
     def initial_state(self) -> tuple[int, int, int]:
@@ -317,9 +317,7 @@ class _MultiCompiled(CompiledGrammar):
         words = base
         if bad.size:
             words = base & ~words_from_ids(bad, self.vocab.size)
-        self._masks[key] = words
-        if len(self._masks) > self._CACHE:
-            self._masks.popitem(last=False)
+        self._masks.put(key, words)
         return words
 
     def _bad_tokens(self, s0: int, used0: int, count0: int) -> npt.NDArray[np.int32]:

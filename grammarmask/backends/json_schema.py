@@ -11,12 +11,11 @@ docs/json_schema.md.
 from __future__ import annotations
 
 import json
-import threading
 import warnings
-from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any
 
+from ..cache import Lru
 from ..cfg.builder import Expr, build_cfg, to_lark
 from ..errors import GrammarError
 from ..grammar import CompiledGrammar, Grammar
@@ -29,9 +28,7 @@ __all__ = ["JsonSchema", "SchemaWarning"]
 _WHITESPACE = ("flexible", "compact")
 _ORDERS = ("declared", "any")
 # the grammar rules and warnings of recently compiled schemas, by content (schema and options)
-_RULES_CACHE: OrderedDict[str, tuple[dict[str, Expr], tuple[str, ...]]] = OrderedDict()
-_RULES_LOCK = threading.Lock()
-_RULES_CACHE_LIMIT = 256
+_RULES_CACHE: Lru[str, tuple[dict[str, Expr], tuple[str, ...]]] = Lru(256)
 
 
 class JsonSchema(Grammar):
@@ -155,10 +152,7 @@ class JsonSchema(Grammar):
     def rules(self) -> dict[str, Expr]:
         """The grammar rules of the schema (start rule ``start``); cached by content."""
         if self._rules is None:
-            with _RULES_LOCK:
-                hit = _RULES_CACHE.get(self._key)
-                if hit is not None:
-                    _RULES_CACHE.move_to_end(self._key)
+            hit = _RULES_CACHE.get(self._key)
             if hit is None:
                 opts = self.options
                 indent = opts["indent"]
@@ -171,10 +165,7 @@ class JsonSchema(Grammar):
                     property_order=str(opts["property_order"]),
                 )
                 hit = (compiler.grammar(), tuple(compiler.warnings))
-                with _RULES_LOCK:
-                    _RULES_CACHE[self._key] = hit
-                    while len(_RULES_CACHE) > _RULES_CACHE_LIMIT:
-                        _RULES_CACHE.popitem(last=False)
+                _RULES_CACHE.put(self._key, hit)
             for msg in hit[1]:
                 warnings.warn(msg, SchemaWarning, stacklevel=3)
             self._rules = hit[0]

@@ -21,6 +21,7 @@ import numpy.typing as npt
 
 from ..cache import Lru
 from ..grammar import CompiledGrammar
+from ..limits import Limits, active
 from ..vocab import Vocabulary
 from .earley import EarleyGrammar, EarleySet
 from .ir import Cfg
@@ -34,28 +35,23 @@ Config = tuple[EarleySet, tuple[int, ...], tuple[int, ...], bool]
 State = tuple[Config, ...]
 Words = npt.NDArray[np.uint32]
 
-_ROOT_LIMIT = 4096
-_MASK_LIMIT = 2048
-_MASK_BYTES = 16 << 20  # per compiled grammar (a 131k-token mask row is 16 KB)
-_PARTS_LIMIT = 65536
-_PARTS_BYTES = 64 << 20
-_COLLAPSE = 3  # a walk result with more distinct parts than this is stored as their union
-_NEED_MAX = 8  # deeper parser look-ups are memoised by the full signature
 _DEEP = 1 << 20
 
 
 class CompiledCfg(CompiledGrammar):
     """A :class:`~.ir.Cfg` bound to a vocabulary (see the module docstring for the state)."""
 
-    def __init__(self, cfg: Cfg, vocab: Vocabulary) -> None:
+    def __init__(self, cfg: Cfg, vocab: Vocabulary, limits: Limits | None = None) -> None:
         self.cfg = cfg
         self.vocab = vocab
+        self.limits = limits = limits or active()
         self.lex = LexerTables(cfg)
-        self.earley = EarleyGrammar(cfg)
-        self.walker = TokenWalker(self.lex, vocab)
-        self._roots: Lru[Any, Any] = Lru(_ROOT_LIMIT)
-        self._masks: Lru[Any, Any] = Lru(_MASK_LIMIT, _MASK_BYTES)
-        self._parts: Lru[Any, Any] = Lru(_PARTS_LIMIT, _PARTS_BYTES)
+        self.earley = EarleyGrammar(cfg, limits)
+        self.walker = TokenWalker(self.lex, vocab, limits)
+        self._roots: Lru[Any, Any] = Lru(limits.cfg_root_frontiers)
+        self._masks: Lru[Any, Any] = Lru(limits.cfg_masks, limits.cfg_mask_bytes)
+        self._parts: Lru[Any, Any] = Lru(limits.cfg_parts, limits.cfg_parts_bytes)
+        self._collapse, self._need_max = limits.walk_collapse, limits.walk_need_max
         self._needs: dict[int, list[int]] = {}
         #: the bytes some lexeme can start with, as an int bitset
         self._any_first = 0
@@ -270,7 +266,7 @@ class CompiledCfg(CompiledGrammar):
                     elif sub_need >= 1:
                         need = max(need, sub_need - 1 + e2.odepth)
         parts.pop(id(empty), None)
-        if len(parts) > _COLLAPSE:
+        if len(parts) > self._collapse:
             it = iter(parts.values())
             words = next(it) | next(it)
             for w in it:
@@ -281,7 +277,7 @@ class CompiledCfg(CompiledGrammar):
         else:
             out = tuple(parts.values())
             nbytes = 64  # rows owned by the lexer-level walks: only the tuple is new
-        if need > _NEED_MAX:
+        if need > self._need_max:
             need = -1
         key = (e.sig if need < 0 else e.shallow_sig(need + 1), need, ent.serial)
         self._parts.put(key, out, nbytes)

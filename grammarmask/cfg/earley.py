@@ -24,19 +24,19 @@ from collections import deque
 from collections.abc import Hashable, Iterable
 from typing import Any
 
+from ..limits import Limits, active
 from .ir import Cfg
 
 __all__ = ["EarleyGrammar", "EarleySet"]
-
-_SIG_LIMIT = 200_000
-_RECENT = 256
 
 
 class EarleyGrammar:
     """The dotted-rule tables of a :class:`Cfg`, shared by all sets built from it."""
 
-    def __init__(self, cfg: Cfg) -> None:
+    def __init__(self, cfg: Cfg, limits: Limits | None = None) -> None:
         self.cfg = cfg
+        limits = limits or active()
+        self.sig_limit = limits.earley_signatures
         nullable = cfg.nullable()
         # Dotted rules: for rule r with n symbols, dots d = base[r] .. base[r] + n.
         self.next_sym: list[int | None] = []
@@ -57,7 +57,7 @@ class EarleyGrammar:
         self.n_terminals = len(cfg.terminals)
         #: the sets built last, held so that speculative sets asked again soon (the next steps inside
         #: one lexeme ask the same ones) are not rebuilt; older ones are freed when nothing else holds them
-        self.recent: deque[EarleySet] = deque(maxlen=_RECENT)
+        self.recent: deque[EarleySet] = deque(maxlen=limits.earley_recent)
         self._sigs: dict[Hashable, int] = {}
         self._sig_lock = threading.Lock()
         self._next_sig = 0
@@ -67,7 +67,7 @@ class EarleyGrammar:
         with self._sig_lock:
             sid = self._sigs.get(key)
             if sid is None:
-                if len(self._sigs) >= _SIG_LIMIT:
+                if len(self._sigs) >= self.sig_limit:
                     self._sigs.clear()
                 sid = self._sigs[key] = self._next_sig
                 self._next_sig += 1

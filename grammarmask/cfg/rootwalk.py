@@ -28,6 +28,7 @@ import numpy.typing as npt
 from ..automata import DFA
 from ..automata.dfa import class_reps, row_ids
 from ..index import _ranges, class_trie
+from ..limits import Limits
 from ..vocab import Vocabulary
 from .lexer import reaccepting
 from .walk import trie_arrays
@@ -37,11 +38,6 @@ __all__ = ["RootWalk", "broad_states"]
 I64 = npt.NDArray[np.int64]
 Words = npt.NDArray[np.uint32]
 
-_BROAD_TOKENS = 8192  # a lexeme state whose first bytes start more tokens than this walks densely
-_MAX_CLASSES = 12  # more classes compress the trie too little to pay for building a class trie
-_BASES = 2  # full walks kept per walker to edit into the walks of nearby states
-_DIFF_SHARE = 8  # an edit that visits more than 1/8 of the trie's nodes gives way to a full walk
-_REFINE_CELLS = 1 << 22  # a class-reduced table bigger than this gets one walk class per state
 
 
 #: a close: (closing state, mask words of the tokens ending exactly there, the frontier's
@@ -75,18 +71,18 @@ def _by_state(states: npt.NDArray[np.int32]) -> dict[int, I64]:
     return {int(ordered[a]): order[a:b] for a, b in zip([0, *cuts], [*cuts, states.size])}
 
 
-def broad_states(vocab: Vocabulary, dfa: DFA) -> npt.NDArray[np.bool_]:
-    """Per DFA state: whether the tokens that can start a lexeme there are many enough for the dense
-    pass to beat a pruned walk."""
+def broad_states(vocab: Vocabulary, dfa: DFA, above: int) -> npt.NDArray[np.bool_]:
+    """Per DFA state: whether the tokens that can start a lexeme there are more than ``above``
+    (``Limits.walk_broad_tokens``), enough for the dense pass to beat a pruned walk."""
     ta = trie_arrays(vocab)
     kids = np.arange(int(ta.child_lo[0]), int(ta.child_hi[0]))
     counts = (dfa.transitions[:, ta.byte[kids]] != 0) @ ta.sub_count[kids]
-    broad: npt.NDArray[np.bool_] = counts > _BROAD_TOKENS
+    broad: npt.NDArray[np.bool_] = counts > above
     return broad
 
 
 def walk_classes(table: npt.NDArray[np.int32], acc: npt.NDArray[np.bool_], reaccept: npt.NDArray[np.bool_],
-                 depth: int) -> I64:
+                 depth: int, max_cells: int = 1 << 22) -> I64:
     """Per DFA state, an id equal for two states whose walks give the same tokens and closes: every
     path of at most ``depth`` bytes (no token is longer) leads both to the same accepting state, or
     both to states that can or both to states that cannot still reach one. A string of at most 1,000
@@ -97,9 +93,9 @@ def walk_classes(table: npt.NDArray[np.int32], acc: npt.NDArray[np.bool_], reacc
     classes. Only the predecessors of states relabelled in the last round are looked at again: a
     class keeps its label for its largest part, or for the members none of whose successors was
     relabelled (their keys are unchanged), so a counter costs a few states per round, not all.
-    Tables of more than ``_REFINE_CELLS`` cells get one class per state."""
+    Tables of more than ``max_cells`` cells (``Limits.walk_refine_cells``) get one class per state."""
     n, k = int(table.shape[0]), int(table.shape[1])
-    if n * k > _REFINE_CELLS:
+    if n * k > max_cells:
         return np.arange(n, dtype=np.int64)
     # round 0: an accepting state is itself; the others are told apart by whether they can go on
     labels = np.where(acc, np.arange(n) + 2, reaccept.astype(np.int64))
@@ -142,21 +138,22 @@ def walk_classes(table: npt.NDArray[np.int32], acc: npt.NDArray[np.bool_], reacc
 
 
 @functools.lru_cache(maxsize=64)
-def _walk_classes_of(dfa: DFA, depth: int) -> I64:
+def _walk_classes_of(dfa: DFA, depth: int, max_cells: int) -> I64:
     """:func:`walk_classes` of ``dfa`` (kept: walkers are made again after eviction, and equal
     terminals of different grammars share one DFA object)."""
     tr = np.asarray(dfa.transitions, dtype=np.int32)
     classes, k = dfa.byte_classes()
     acc = np.asarray(dfa.accepting, dtype=bool)
     reaccept = reaccepting(tr, acc)
-    return walk_classes(np.ascontiguousarray(tr[:, class_reps(classes, k)]), acc, reaccept, depth)
+    return walk_classes(np.ascontiguousarray(tr[:, class_reps(classes, k)]), acc, reaccept, depth, max_cells)
 
 
 class RootWalk:
     """Dense walks from the root for one terminal DFA (local states; see the module docstring)."""
 
     def __init__(self, vocab: Vocabulary, dfa: DFA, reaccept: npt.NDArray[np.bool_],
-                 broad: npt.NDArray[np.bool_]) -> None:
+                 broad: npt.NDArray[np.bool_], limits: Limits) -> None:
+        self.bases_kept, self.diff_share = limits.walk_bases, limits.walk_diff_share
         #: broad[s]: lexemes in local state s are walked here (else by the pruned walker)
         self.broad = broad
         self.acc = np.asarray(dfa.accepting, dtype=bool)
@@ -168,10 +165,10 @@ class RootWalk:
         self._ta = ta = trie_arrays(vocab)
         classes, k = dfa.byte_classes()
         #: walk_class[s]: equal for two states whose walks are equal (see :func:`walk_classes`)
-        self.walk_class = _walk_classes_of(dfa, int(ta.level_lo.shape[0]))
-        self.by_class = k <= _MAX_CLASSES
+        self.walk_class = _walk_classes_of(dfa, int(ta.level_lo.shape[0]), limits.walk_refine_cells)
+        self.by_class = k <= limits.walk_max_classes
         if self.by_class:
-            self.ct = class_trie(vocab, classes, k)
+            self.ct = class_trie(vocab, classes, k, limits.class_tries_per_vocabulary)
             # table[s, c]: the state after a byte of class c
             self.table = np.ascontiguousarray(tr[:, class_reps(classes, k)])
             self.parent = self.ct.parent
@@ -241,8 +238,8 @@ class RootWalk:
         rows, par_state, after = self._shadowed(rows, par_state[rows - 1], s_all[rows], greedy)
         tids = np.flatnonzero(self.acc[at_tok])
         got: _Walked = (self.reaccept[at_tok], rows, par_state, after, tids, at_tok[tids])
-        if rows.size + tids.size <= n // _DIFF_SHARE:  # else too big to keep (and to edit cheaply)
-            self._bases = (_Base(q, greedy, s_all, got), *self._bases)[:_BASES]
+        if rows.size + tids.size <= n // self.diff_share:  # else too big to keep (and to edit cheaply)
+            self._bases = (_Base(q, greedy, s_all, got), *self._bases)[: self.bases_kept]
         return got
 
     def _nearest_base(self, q: int, greedy: bool) -> _Base | None:
@@ -282,7 +279,7 @@ class RootWalk:
             nodes.append(kids_f[d])
             states.append(s[d])
             total += int(nodes[-1].size)
-            if total > self.n_nodes // _DIFF_SHARE:
+            if total > self.n_nodes // self.diff_share:
                 return None
         D, SD = np.concatenate(nodes), np.concatenate(states)
         b_inside, b_rows, b_par, b_after, b_tids, b_tstate = base.walked

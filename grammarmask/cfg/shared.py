@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from ..cache import Lru, per_vocabulary
 from ..index import _ranges
+from ..limits import Limits, active
 from ..vocab import Vocabulary
 from .lexer import LexerTables
 from .rootwalk import Close, RootWalk, broad_states
@@ -29,24 +30,19 @@ __all__ = ["SharedEntries"]
 Words = npt.NDArray[np.uint32]
 I64 = npt.NDArray[np.int64]
 
-_SMALL_FRONTIER = 32  # a frontier with fewer rows is never walked densely
-_BROAD_BELOW = 8192  # a lexeme starting at a frontier over more tokens than this is walked densely
-_BELOW_PARENTS = 4  # ... if the frontier's rows hang from at most this many nodes
 
 
-_SHARED_BYTES = 128 << 20  # per vocabulary: root walks shared by every grammar
-_SHARED_WALKERS = 16  # per vocabulary: dense root walkers (a few MB each)
-_NARROW_KEYS = 1 << 16  # per vocabulary: terminals known to need no dense walker (a digest each)
 
 
 class _SharedWalks:
     """The per-vocabulary caches every grammar shares (kept on the vocabulary, freed with it): root
     walks keyed by (terminal DFA, walk class, greedy), LRU within a byte budget, and dense walkers."""
 
-    def __init__(self) -> None:
+    def __init__(self, limits: Limits) -> None:
         self.lock = threading.Lock()
-        self.entries: Lru[Any, Any] = Lru(sys.maxsize, _SHARED_BYTES)
-        self.walkers: Lru[bytes, RootWalk] = Lru(_SHARED_WALKERS)
+        self.entries: Lru[Any, Any] = Lru(sys.maxsize, limits.shared_walk_bytes)
+        self.walkers: Lru[bytes, RootWalk] = Lru(limits.shared_walkers)
+        self.narrow_limit = limits.shared_narrow_terminals
         #: the terminals found to have no broad state (no dense walker): kept apart, so that a grammar
         #: with many narrow terminals (object keys) does not evict the walkers of the broad ones
         self.narrow: set[bytes] = set()
@@ -61,7 +57,7 @@ class _SharedWalks:
         got = make()
         with self.lock:
             if got is None:
-                if len(self.narrow) >= _NARROW_KEYS:
+                if len(self.narrow) >= self.narrow_limit:
                     self.narrow.clear()
                 self.narrow.add(key)
         if got is not None:
@@ -69,8 +65,9 @@ class _SharedWalks:
         return got
 
 
-def _shared_walks(vocab: Vocabulary) -> _SharedWalks:
-    return per_vocabulary(vocab, "cfg.shared_walks", _SharedWalks)
+def _shared_walks(vocab: Vocabulary, limits: Limits | None = None) -> _SharedWalks:
+    """The vocabulary's shared walks (sized by the limits of the first grammar that asks)."""
+    return per_vocabulary(vocab, "cfg.shared_walks", lambda: _SharedWalks(limits or active()))
 
 
 def _nbytes(x: Any) -> int:
@@ -90,6 +87,7 @@ class SharedEntries:
         self.lex = lex
         self.walker = walker
         self.vocab = vocab
+        self.limits = walker.limits
         self.trie = trie_arrays(vocab)
         #: root entries by (terminal, walk class): states that walk alike get one Entry
         self.class_entries: dict[tuple[int, Any], Entry] = {}
@@ -100,9 +98,10 @@ class SharedEntries:
         if fr.below is None:
             nodes = fr.nodes
             fr.below = ()
-            if nodes.size > _SMALL_FRONTIER and not fr.shadows.any():
+            if nodes.size > self.limits.walk_small_frontier and not fr.shadows.any():
                 parents = np.unique(self.trie.parent[nodes])
-                if parents.size <= _BELOW_PARENTS and not self._nested(below := parents.tolist()):
+                few = parents.size <= self.limits.walk_below_parents
+                if few and not self._nested(below := parents.tolist()):
                     fr.below = tuple(below)
         return fr.below
 
@@ -137,7 +136,7 @@ class SharedEntries:
         if not below:
             return None
         nodes = fr.nodes
-        if self._tokens_two_below(q, nodes) <= _BROAD_BELOW:
+        if self._tokens_two_below(q, nodes) <= self.limits.walk_broad_below:
             return None
         lex = self.lex
         t = lex.term_list[q]
@@ -214,16 +213,16 @@ class SharedEntries:
     def _dense_walker(self, t: int) -> tuple[_SharedWalks, RootWalk | None]:
         """The vocabulary's shared walks and terminal ``t``'s dense walker in them (made on first use;
         None for a terminal with no broad state)."""
-        shared_walks = _shared_walks(self.vocab)
+        shared_walks = _shared_walks(self.vocab, self.limits)
         return shared_walks, shared_walks.walker(self.lex.dfa_key(t), lambda: self._make_root_walk(t))
 
     def _make_root_walk(self, t: int) -> RootWalk | None:
         """The dense root walker of terminal ``t`` if some of its states are broad."""
         dfa = self.lex.dfas[t]
-        broad = broad_states(self.vocab, dfa)
+        broad = broad_states(self.vocab, dfa, self.limits.walk_broad_tokens)
         if not broad.any():
             return None
         off = self.lex.offset[t]
         reaccept = np.zeros(dfa.n_states, dtype=bool)
         reaccept[1:] = self.lex.reaccept[off + 1 : off + dfa.n_states]
-        return RootWalk(self.vocab, dfa, reaccept, broad)
+        return RootWalk(self.vocab, dfa, reaccept, broad, self.limits)

@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..cache import per_vocabulary
+from ..limits import Limits, active
 from ..vocab import Vocabulary
 from .lexer import LexerTables
 
@@ -37,7 +38,6 @@ Words = npt.NDArray[np.uint32]
 I64 = npt.NDArray[np.int64]
 
 _serials = itertools.count()
-_SMALL = 12  # rows below which a walk continues in plain Python
 
 
 def _unique_rows(keys: I64) -> tuple[I64, I64]:
@@ -143,8 +143,10 @@ def _shared_rows(vocab: Vocabulary) -> tuple[weakref.WeakValueDictionary[bytes, 
 class TokenWalker:
     """Builds frontiers and entries for one grammar's lexer tables and one vocabulary's trie."""
 
-    def __init__(self, lex: LexerTables, vocab: Vocabulary) -> None:
+    def __init__(self, lex: LexerTables, vocab: Vocabulary, limits: Limits | None = None) -> None:
         self.lex = lex
+        self.limits = limits = limits or active()
+        self.small = limits.walk_small_rows
         self.n_words = vocab.n_words
         self.table = lex.table
         self.acc = lex.accepting
@@ -172,7 +174,7 @@ class TokenWalker:
         """Mask words of the tokens that end exactly at ``nodes`` (``self.empty`` itself when none)."""
         if nodes.size == 0:
             return self.empty
-        if nodes.size <= _SMALL:
+        if nodes.size <= self.small:
             return self._words_small(nodes.tolist())
         lo = self.tok_lo[nodes]
         cnt = self.tok_hi[nodes] - lo
@@ -241,7 +243,7 @@ class TokenWalker:
 
     def frontier(self, nodes: I64, shadows: tuple[int, ...]) -> Frontier:
         """The frontier below ``nodes`` for a boundary with ``shadows`` (interned: see :meth:`intern`)."""
-        if nodes.size <= _SMALL:
+        if nodes.size <= self.small:
             return self.intern(self._frontier_small(nodes.tolist(), shadows))
         rep, child = self._children(nodes)
         byte = self.byte[child]
@@ -285,7 +287,7 @@ class TokenWalker:
         all in one vectorised pass (the rows of different lexemes never mix: a row's DFA state names
         its terminal). Returns one entry per state of ``qs``."""
         term_of = self.lex.term_of
-        if fr.nodes.size <= _SMALL:
+        if fr.nodes.size <= self.small:
             return self._entries_small(qs, fr)
         ns, qq, ss = [], [], []
         for q0 in qs:
@@ -349,7 +351,7 @@ class TokenWalker:
         """Breadth first down the trie from rows (node, lexeme state, shadows), vectorised."""
         term_of = self.lex.term_of
         while n.size:
-            if n.size <= _SMALL:
+            if n.size <= self.small:
                 self._small(n, q, sh, inside_nodes, inside_terms, closes)
                 break
             cont = self.reaccept[q]

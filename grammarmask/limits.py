@@ -1,0 +1,120 @@
+"""Every budget and cache bound of the engines, in one documented place, settable per compile.
+
+``grammar.compile(vocab, limits=gm.Limits(cfg_mask_bytes=64 << 20))`` compiles with these limits;
+without ``limits`` the defaults below apply. Engines read them when they are built, so a compiled
+grammar keeps the limits it was compiled with. The caches shared by every grammar of one vocabulary
+(``*_per_vocabulary``, ``shared_*``) are sized by the first compile against that vocabulary.
+
+The walk-strategy fields choose how a mask is computed, never which tokens it holds: every setting
+gives the same masks (the tests run the engine at extreme settings and compare).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+__all__ = ["Limits", "active", "in_force"]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Budgets and cache bounds (defaults in parentheses; each says what it protects)."""
+
+    # ---- caches kept per vocabulary ----------------------------------------------------------------
+    #: compiled grammars kept per vocabulary, for compiles of equal grammars (32; each holds mask
+    #: caches of up to ~80 MB)
+    compiled_per_vocabulary: int = 32
+    #: token tries compressed by byte class, kept per vocabulary (8; a few MB each on 131k tokens)
+    class_tries_per_vocabulary: int = 8
+
+    # ---- the regular engine (token index of a DFA) ---------------------------------------------------
+    #: masks kept per compiled regular grammar (512; 16 KB each on 131k tokens)
+    index_masks: int = 512
+    #: DFAs with up to this many states are indexed whole when compiled (16384)
+    index_eager_states: int = 16384
+    #: (state, trie node) pairs one batched index walk may visit (3,000,000: memory of one walk)
+    index_pair_budget: int = 3_000_000
+    #: a state with more than vocabulary size / this legal tokens is "broad" and stored as a
+    #: complement (32)
+    index_narrow_fraction: int = 32
+    #: broad states x class nodes walked unpruned when compiled (8,000,000: compile time)
+    index_dense_budget: int = 8_000_000
+    #: (word index, word) entries kept for eagerly indexed states (4,000,000: memory)
+    index_sparse_budget: int = 4_000_000
+
+    # ---- the context-free engine ---------------------------------------------------------------------
+    #: root frontiers kept per compiled grammar, by lexer shadow set (4096)
+    cfg_root_frontiers: int = 4096
+    #: masks kept per compiled grammar (2048) and their bytes (16 MiB: a 131k-token row is 16 KB)
+    cfg_masks: int = 2048
+    cfg_mask_bytes: int = 16 << 20
+    #: walk results kept per compiled grammar (65536) and their bytes (64 MiB)
+    cfg_parts: int = 65536
+    cfg_parts_bytes: int = 64 << 20
+    #: Earley signatures interned per compiled grammar before the table starts again (200,000)
+    earley_signatures: int = 200_000
+    #: Earley sets held after they are built, for speculative sets asked again soon (256)
+    earley_recent: int = 256
+    #: root walks shared by every grammar of a vocabulary: their bytes (128 MiB)
+    shared_walk_bytes: int = 128 << 20
+    #: dense root walkers shared per vocabulary (16; a few MB each)
+    shared_walkers: int = 16
+    #: terminals remembered per vocabulary as needing no dense walker (65536; a digest each)
+    shared_narrow_terminals: int = 1 << 16
+
+    # ---- walk strategy of the context-free engine (masks are the same at every setting) -------------
+    #: frontiers with fewer rows continue in plain Python (12)
+    walk_small_rows: int = 12
+    #: a frontier with fewer rows is never walked densely (32)
+    walk_small_frontier: int = 32
+    #: a lexeme starting at a frontier over more tokens than this is walked densely (8192) ...
+    walk_broad_below: int = 8192
+    #: ... if the frontier's rows hang from at most this many nodes (4)
+    walk_below_parents: int = 4
+    #: a lexeme state whose first bytes start more tokens than this walks densely (8192)
+    walk_broad_tokens: int = 8192
+    #: DFAs with more byte classes than this walk the byte trie, not a class trie (12)
+    walk_max_classes: int = 12
+    #: full root walks kept per walker to edit into the walks of nearby states (2)
+    walk_bases: int = 2
+    #: an edit visiting more than 1/this of the trie's nodes gives way to a full walk (8)
+    walk_diff_share: int = 8
+    #: class-reduced tables bigger than this get one walk class per state (4,194,304 cells)
+    walk_refine_cells: int = 1 << 22
+    #: a walk result with more distinct parts than this is stored as their union (3)
+    walk_collapse: int = 3
+    #: parser look-ups deeper than this are memoised by the full signature (8)
+    walk_need_max: int = 8
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if type(v) is not int:
+                raise TypeError(f"Limits.{f.name} must be an int, got {type(v).__name__} {v!r:.40}")
+            if v < (-1 if f.name.startswith("walk_") else 0):  # -1: a walk threshold every state passes
+                raise ValueError(f"Limits.{f.name} must be >= 0, got {v}")
+
+
+_DEFAULT = Limits()
+_ACTIVE: contextvars.ContextVar[Limits] = contextvars.ContextVar("grammarmask_limits")
+
+
+def active() -> Limits:
+    """The limits of the compile in progress (the defaults outside one)."""
+    return _ACTIVE.get(_DEFAULT)
+
+
+@contextlib.contextmanager
+def in_force(limits: Limits | None) -> Iterator[Limits]:
+    """Make ``limits`` (None: the defaults) what :func:`active` returns inside the block."""
+    if limits is not None and not isinstance(limits, Limits):
+        raise TypeError(f"limits must be a grammarmask.Limits, got {type(limits).__name__}")
+    token = _ACTIVE.set(limits if limits is not None else _DEFAULT)
+    try:
+        yield active()
+    finally:
+        _ACTIVE.reset(token)
