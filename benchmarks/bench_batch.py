@@ -27,10 +27,10 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from benchmarks.bench_jump_forward import CONJUGATION, conjugation_regex  # noqa: E402
-from grammarmask.backends.json_schema import JsonSchema  # noqa: E402
-from grammarmask.backends.lark import Lark  # noqa: E402
-from grammarmask.backends.regex import Regex  # noqa: E402
 from grammarmask.batch import allocate_masks, fill_masks  # noqa: E402
+from grammarmask.frontends.json_schema import JsonSchema  # noqa: E402
+from grammarmask.frontends.lark import Lark  # noqa: E402
+from grammarmask.frontends.regex import Regex  # noqa: E402
 from grammarmask.grammar import Grammar, Matcher  # noqa: E402
 from grammarmask.models import RandomModel  # noqa: E402
 from grammarmask.sampling import sample  # noqa: E402

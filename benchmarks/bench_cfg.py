@@ -28,9 +28,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from grammarmask.backends.gbnf import Gbnf  # noqa: E402
-from grammarmask.backends.lark import Lark  # noqa: E402
 from grammarmask.cache import forget  # noqa: E402
+from grammarmask.frontends.gbnf import Gbnf  # noqa: E402
+from grammarmask.frontends.lark import Lark  # noqa: E402
 from grammarmask.loaders import mistral_tokenizer  # noqa: E402
 from grammarmask.vocab import Vocabulary  # noqa: E402
 

@@ -21,7 +21,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import grammarmask as gm  # noqa: E402
-from grammarmask.backends.choice import Choice  # noqa: E402
+from grammarmask.frontends.choice import Choice  # noqa: E402
 from grammarmask.loaders import mistral_tokenizer  # noqa: E402
 from tests.support import taxonomy_labels  # noqa: E402
 

@@ -50,10 +50,10 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import grammarmask as gm  # noqa: E402
-from grammarmask.backends import json_schema as js  # noqa: E402
-from grammarmask.backends.json_schema import JsonSchema  # noqa: E402
 from grammarmask.cache import forget  # noqa: E402
 from grammarmask.errors import GrammarError, UnsupportedSchemaError  # noqa: E402
+from grammarmask.frontends import json_schema as js  # noqa: E402
+from grammarmask.frontends.json_schema import JsonSchema  # noqa: E402
 from grammarmask.loaders import mistral_tokenizer  # noqa: E402
 
 BENCH = Path("/work/shared/corpus/json_schema/jsonschemabench")

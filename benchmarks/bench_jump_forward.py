@@ -23,8 +23,8 @@ from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from grammarmask.backends.json_schema import JsonSchema  # noqa: E402
-from grammarmask.backends.regex import Regex  # noqa: E402
+from grammarmask.frontends.json_schema import JsonSchema  # noqa: E402
+from grammarmask.frontends.regex import Regex  # noqa: E402
 from grammarmask.generate import generate  # noqa: E402
 from grammarmask.grammar import Grammar  # noqa: E402
 from grammarmask.models import RandomModel  # noqa: E402

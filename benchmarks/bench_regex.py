@@ -29,8 +29,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import grammarmask as gm  # noqa: E402
 from benchmarks.workloads import build  # noqa: E402
 from grammarmask.automata import regex as gregex  # noqa: E402
-from grammarmask.backends.regex import Regex  # noqa: E402
 from grammarmask.cache import forget  # noqa: E402
+from grammarmask.frontends.regex import Regex  # noqa: E402
 from grammarmask.loaders import mistral_tokenizer  # noqa: E402
 
 

@@ -53,8 +53,8 @@ def _gm_worker(skip: int, full: bool) -> None:
     import warnings
 
     import grammarmask as gm
-    from grammarmask.backends import json_schema as js
     from grammarmask.errors import GrammarError, UnsupportedSchemaError
+    from grammarmask.frontends import json_schema as js
 
     vocab = None
     if full:

@@ -25,14 +25,14 @@ from .mask import Mask
 from .vocab import Vocabulary
 
 if TYPE_CHECKING:
-    from .backends.choice import Choice
-    from .backends.gbnf import Gbnf
-    from .backends.json_schema import JsonSchema
-    from .backends.lark import Lark
-    from .backends.regex import Regex
     from .batch import allocate_masks, fill_masks
     from .beam import BeamHypothesis, beam_search
     from .compose import And, Union
+    from .frontends.choice import Choice
+    from .frontends.gbnf import Gbnf
+    from .frontends.json_schema import JsonSchema
+    from .frontends.lark import Lark
+    from .frontends.regex import Regex
     from .generate import GenerationResult, generate
     from .models import LogitsModel, RandomModel, ScriptedModel, UniformModel
     from .sampling import SequenceStats, StepStats, sample, sample_with_stats
@@ -41,11 +41,11 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 _LAZY = {
-    "Choice": ".backends.choice",
-    "Regex": ".backends.regex",
-    "Lark": ".backends.lark",
-    "Gbnf": ".backends.gbnf",
-    "JsonSchema": ".backends.json_schema",
+    "Choice": ".frontends.choice",
+    "Regex": ".frontends.regex",
+    "Lark": ".frontends.lark",
+    "Gbnf": ".frontends.gbnf",
+    "JsonSchema": ".frontends.json_schema",
     "sample": ".sampling",
     "sample_with_stats": ".sampling",
     "StepStats": ".sampling",

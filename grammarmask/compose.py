@@ -64,10 +64,10 @@ def _fold(op: Any, dfas: list[Any]) -> Any:
 
 
 def dfa_compiled(vocab: Vocabulary, dfa: Any) -> CompiledGrammar:
-    """A byte DFA compiled against ``vocab`` (the regular backends' compiled form)."""
-    from .backends.regex import DfaCompiledGrammar
+    """A byte DFA compiled against ``vocab`` (the regular engine's compiled form)."""
+    from .engine import compile_dfa
 
-    return DfaCompiledGrammar(vocab, dfa)
+    return compile_dfa(dfa, vocab)
 
 
 class _Composite(Grammar):

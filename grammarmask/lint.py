@@ -210,7 +210,7 @@ def lint_gbnf(text: str, *, start: str = "root") -> list[Finding]:
     GrammarError
         The text does not parse (line and column of the problem), or ``start`` is not defined.
     """
-    from .backends.gbnf import _Alt, _Lit, _Parser, _Ref, _Rep
+    from .frontends.gbnf import _Alt, _Lit, _Parser, _Ref, _Rep
 
     if not isinstance(text, str):
         raise GrammarError(f"GBNF grammar text must be str, got {type(text).__name__}")

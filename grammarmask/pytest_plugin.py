@@ -48,10 +48,10 @@ Reference = Callable[[str], Any]
 
 def default_reference(grammar: Grammar) -> Reference | None:
     """The external reference for a backend's documents (None when there is none to trust)."""
-    from .backends.choice import Choice
-    from .backends.json_schema import JsonSchema
-    from .backends.lark import Lark
-    from .backends.regex import Regex
+    from .frontends.choice import Choice
+    from .frontends.json_schema import JsonSchema
+    from .frontends.lark import Lark
+    from .frontends.regex import Regex
 
     if isinstance(grammar, Regex):
         rx = re.compile(grammar.pattern, grammar.flags)

@@ -11,11 +11,11 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grammarmask.backends.lark import Lark
-from grammarmask.backends.regex import Regex
 from grammarmask.batch import allocate_masks, fill_masks
 from grammarmask.compose import And
 from grammarmask.errors import GrammarError, NoLegalContinuation
+from grammarmask.frontends.lark import Lark
+from grammarmask.frontends.regex import Regex
 from grammarmask.strategies import token_paths
 from grammarmask.testing import byte_vocabulary, reference_mask
 

@@ -10,11 +10,11 @@ import lark
 import numpy as np
 import pytest
 
-from grammarmask.backends.lark import Lark
-from grammarmask.backends.regex import Regex
 from grammarmask.beam import beam_search
 from grammarmask.compose import And
 from grammarmask.errors import GrammarError, NoLegalContinuation
+from grammarmask.frontends.lark import Lark
+from grammarmask.frontends.regex import Regex
 from grammarmask.models import RandomModel, ScriptedModel
 from grammarmask.testing import byte_vocabulary
 from grammarmask.vocab import Vocabulary
@@ -103,7 +103,7 @@ def test_beam_search_on_tekken_with_a_json_schema(tekken: Vocabulary) -> None:
 
     import jsonschema
 
-    from grammarmask.backends.json_schema import JsonSchema
+    from grammarmask.frontends.json_schema import JsonSchema
 
     schema = {
         "type": "object",

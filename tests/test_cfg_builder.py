@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import grammarmask as gm
 from grammarmask.cfg import CompiledCfg
-from grammarmask.cfg.builder import (
+from grammarmask.ir.builder import (
     EMPTY,
     Alt,
     Expr,

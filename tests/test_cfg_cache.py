@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from grammarmask.backends.gbnf import Gbnf
-from grammarmask.backends.lark import Lark
 from grammarmask.cache import forget
 from grammarmask.cfg.shared import _shared_walks
+from grammarmask.frontends.gbnf import Gbnf
+from grammarmask.frontends.lark import Lark
 from grammarmask.limits import Limits, in_force
 from grammarmask.mask import Mask
 
@@ -131,8 +131,8 @@ def test_edited_root_walks_equal_full_walks_on_tekken(tekken: Any, tekken_tokeni
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     # Keys other than the declared names: every key prefix is a new state of the exclusion DFA, walked
     # as an edit of an earlier full walk; the masks must equal those of full walks only.
-    from grammarmask.backends.json_schema import JsonSchema
     from grammarmask.cfg import rootwalk
+    from grammarmask.frontends.json_schema import JsonSchema
 
     names = ["warrior", "druid", "deathknight", "demonhunter", "priest"]
     schema = {"type": "object", "properties": {k: {"type": "boolean"} for k in names},

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from grammarmask.backends.lark import Lark
+from grammarmask.frontends.lark import Lark
 from grammarmask.testing import byte_vocabulary
 
 

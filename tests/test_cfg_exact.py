@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grammarmask.backends.lark import Lark
+from grammarmask.frontends.lark import Lark
 from grammarmask.limits import Limits
 from grammarmask.mask import Mask
 from grammarmask.testing import reference_mask

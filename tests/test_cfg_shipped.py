@@ -17,9 +17,9 @@ from typing import Any
 import lark
 import pytest
 
-from grammarmask.backends.gbnf import Gbnf
-from grammarmask.backends.lark import Lark
 from grammarmask.errors import TokenRejected
+from grammarmask.frontends.gbnf import Gbnf
+from grammarmask.frontends.lark import Lark
 from grammarmask.testing import assert_accepts, assert_rejects, byte_vocabulary
 
 GRAMMARS = os.path.join(os.path.dirname(__file__), "..", "grammars")

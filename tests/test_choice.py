@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import grammarmask as gm
-from grammarmask.backends.choice import Choice
+from grammarmask.frontends.choice import Choice
 from grammarmask.testing import byte_vocabulary, reference_mask
 
 from .support import taxonomy_labels

@@ -294,7 +294,7 @@ def test_unreadable_document(capsys: pytest.CaptureFixture[str], tmp_path: Path)
 def test_missing_backend(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setitem(cli.KINDS, "gbnf", ((".gbnf",), "grammarmask.backends.not_there", "Gbnf"))
+    monkeypatch.setitem(cli.KINDS, "gbnf", ((".gbnf",), "grammarmask.frontends.not_there", "Gbnf"))
     p = tmp_path / "g.gbnf"
     p.write_text('root ::= "a"\n')
     code, _, err = run(capsys, "sample", str(p))

@@ -15,11 +15,12 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grammarmask.backends.lark import Lark
-from grammarmask.backends.regex import DfaCompiledGrammar, Regex
 from grammarmask.compose import And, Union
 from grammarmask.errors import GrammarError, NoLegalContinuation
+from grammarmask.frontends.lark import Lark
+from grammarmask.frontends.regex import Regex
 from grammarmask.grammar import CompiledGrammar, Grammar
+from grammarmask.regular import DfaCompiledGrammar
 from grammarmask.sequence import Sequence
 from grammarmask.strategies import byte_vocab, token_paths
 from grammarmask.testing import assert_mask_exact, byte_vocabulary
@@ -389,7 +390,7 @@ def test_jump_forward_on_tekken_halves_model_calls(tekken: Vocabulary) -> None:
     import jsonschema
 
     from benchmarks.bench_jump_forward import CONJUGATION
-    from grammarmask.backends.json_schema import JsonSchema
+    from grammarmask.frontends.json_schema import JsonSchema
     from grammarmask.generate import generate
     from grammarmask.models import RandomModel
 

@@ -13,11 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grammarmask.automata import DFA, regex_to_dfa
-from grammarmask.backends import lark as lark_frontend
-from grammarmask.backends.json_schema import JsonSchema
-from grammarmask.backends.jsonschema.strings import key_not_in, key_not_in_dfa, key_not_in_terminal
-from grammarmask.cfg.builder import Alt, Pat, Rep, Seq, build_cfg
 from grammarmask.errors import GrammarError
+from grammarmask.frontends import lark as lark_frontend
+from grammarmask.frontends.json_schema import JsonSchema
+from grammarmask.frontends.jsonschema.strings import key_not_in, key_not_in_dfa, key_not_in_terminal
+from grammarmask.ir.builder import Alt, Pat, Rep, Seq, build_cfg
 
 from .support import isomorphic
 

@@ -13,12 +13,12 @@ import re
 import pytest
 import regex
 
-from grammarmask.backends.choice import Choice
-from grammarmask.backends.gbnf import Gbnf
-from grammarmask.backends.json_schema import JsonSchema
-from grammarmask.backends.lark import Lark
-from grammarmask.backends.regex import Regex
 from grammarmask.compose import Union
+from grammarmask.frontends.choice import Choice
+from grammarmask.frontends.gbnf import Gbnf
+from grammarmask.frontends.json_schema import JsonSchema
+from grammarmask.frontends.lark import Lark
+from grammarmask.frontends.regex import Regex
 from grammarmask.lint import lint_gbnf, lint_lark
 from grammarmask.pytest_plugin import check_grammar, check_grammar_fixture, grammar_test  # noqa: F401 (fixture)
 from grammarmask.sequence import Sequence

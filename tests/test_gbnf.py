@@ -16,8 +16,8 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grammarmask.backends.gbnf import Gbnf
 from grammarmask.errors import GrammarError
+from grammarmask.frontends.gbnf import Gbnf
 from grammarmask.limits import Limits
 from grammarmask.mask import Mask
 from grammarmask.testing import assert_accepts, assert_rejects, byte_vocabulary, reference_mask

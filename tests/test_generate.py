@@ -111,7 +111,7 @@ def test_scripted_model_is_followed_and_jump_forward_saves_calls(vocab: Vocabula
 
 
 def test_jump_forward_with_choice_backend(vocab: Vocabulary) -> None:
-    choice = pytest.importorskip("grammarmask.backends.choice")
+    choice = pytest.importorskip("grammarmask.frontends.choice")
     g = choice.Choice([s.decode() for s in LABELS])
     on = generate(UniformModel(vocab.size), vocab, g, seed=1)
     off = generate(UniformModel(vocab.size), vocab, g, seed=1, jump_forward=False)
@@ -183,7 +183,7 @@ def tekken() -> Vocabulary:
 
 
 def test_generate_on_the_tekken_vocabulary(tekken: Vocabulary) -> None:
-    choice = pytest.importorskip("grammarmask.backends.choice")
+    choice = pytest.importorskip("grammarmask.frontends.choice")
     vocab = tekken
     labels = ["Technology > AI > NLP", "Technology > AI > Vision", "Science > Physics", " Art"]
     g = choice.Choice(labels)
@@ -208,7 +208,7 @@ def test_regex_backend_outputs_fullmatch(
 ) -> None:
     import re
 
-    regex = pytest.importorskip("grammarmask.backends.regex")
+    regex = pytest.importorskip("grammarmask.frontends.regex")
     res = generate(RandomModel(vocab.size, seed, scale=1.0), vocab, regex.Regex(pattern), seed=seed,
                    temperature=temperature, max_tokens=400)
     if res.finished:
@@ -222,7 +222,7 @@ def test_and_composition_ends_in_both_languages(tekken: Vocabulary) -> None:
 
     import grammarmask as gm
 
-    regex = pytest.importorskip("grammarmask.backends.regex")
+    regex = pytest.importorskip("grammarmask.frontends.regex")
     g = gm.And(regex.Regex(r"[a-z ]{1,40}\."), regex.Regex(r"[^x]*(cat|dog)[^x]*"))
     for seed in range(4):
         res = generate(RandomModel(tekken.size, seed, scale=1.0), tekken, g, seed=seed, max_tokens=200)

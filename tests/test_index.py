@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 import grammarmask as gm
-import grammarmask.index as gindex
+import grammarmask.regular.index as gindex
 from grammarmask.automata import DFA, from_strings, regex_to_dfa
-from grammarmask.index import DfaTokenIndex
 from grammarmask.limits import Limits
+from grammarmask.regular.index import DfaTokenIndex
 
 PATTERNS = [
     r"[a-z]+@[a-z]+\.com",

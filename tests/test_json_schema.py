@@ -15,12 +15,12 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from grammarmask.backends.json_schema import JsonSchema, SchemaWarning
-from grammarmask.backends.jsonschema.formats import FORMATS
-from grammarmask.backends.jsonschema.keyset import KeySetTooLarge, key_regex
-from grammarmask.backends.jsonschema.numbers import number_regex
-from grammarmask.backends.jsonschema.strings import pattern_regex
 from grammarmask.errors import GrammarError, UnsupportedSchemaError
+from grammarmask.frontends.json_schema import JsonSchema, SchemaWarning
+from grammarmask.frontends.jsonschema.formats import FORMATS
+from grammarmask.frontends.jsonschema.keyset import KeySetTooLarge, key_regex
+from grammarmask.frontends.jsonschema.numbers import number_regex
+from grammarmask.frontends.jsonschema.strings import pattern_regex
 
 from .test_json_schema_support import GrammarSampler, parses, validator
 
@@ -743,7 +743,7 @@ def test_complements_are_exact(branches: list[dict[str, Any]], kind: str, small_
     neg=st.booleans(),
 )
 def test_decimal_multiple_of_matches_jsonschema(m: float, ip: int, frac: str, neg: bool) -> None:
-    from grammarmask.backends.jsonschema.multiples import decimal_multiple_regex
+    from grammarmask.frontends.jsonschema.multiples import decimal_multiple_regex
 
     text = ("-" if neg else "") + str(ip) + ("." + frac if frac else "")
     r = decimal_multiple_regex(m)

@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grammarmask.backends.json_schema import JsonSchema, SchemaWarning
 from grammarmask.errors import GrammarError, UnsupportedSchemaError
+from grammarmask.frontends.json_schema import JsonSchema, SchemaWarning
 from grammarmask.strategies import from_grammar
 from grammarmask.testing import assert_accepts, assert_rejects, byte_vocabulary
 

@@ -16,8 +16,8 @@ from typing import Any
 import lark
 import pytest
 
-from grammarmask.backends.json_schema import JsonSchema
 from grammarmask.errors import GrammarError, UnsupportedSchemaError
+from grammarmask.frontends.json_schema import JsonSchema
 
 from .test_json_schema_support import BENCH, GrammarSampler, parses, serializations, suite_groups, validator
 

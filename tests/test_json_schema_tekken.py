@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 import grammarmask as gm
-from grammarmask.backends.json_schema import JsonSchema
 from grammarmask.errors import GrammarError
+from grammarmask.frontends.json_schema import JsonSchema
 
 from .test_json_schema_suite import NARROWED
 from .test_json_schema_support import BENCH, suite_groups

@@ -10,8 +10,8 @@ import os
 import lark
 import pytest
 
-from grammarmask.backends.lark import Lark
 from grammarmask.errors import GrammarError
+from grammarmask.frontends.lark import Lark
 from grammarmask.testing import assert_accepts, assert_rejects, byte_vocabulary
 from tests.support import CORPUS as SHARED_CORPUS
 

@@ -63,7 +63,7 @@ def test_bad_sizes_are_clear_errors() -> None:
 
 
 def test_fill_mask_writes_int32_and_uint32_rows_identically(tekken: gm.Vocabulary) -> None:
-    from grammarmask.backends.choice import Choice
+    from grammarmask.frontends.choice import Choice
 
     m = Choice(["yes", "no"]).compile(tekken).matcher()
     a = np.zeros((3, tekken.n_words), np.int32)
@@ -86,7 +86,7 @@ def test_vocabulary_errors() -> None:
 
 
 def test_padding_and_special_ids_are_never_legal() -> None:
-    from grammarmask.backends.choice import Choice
+    from grammarmask.frontends.choice import Choice
 
     vocab = gm.Vocabulary.from_tokens(
         [b"</s>", b"a", b"ab", b"b"], eos_token_id=0, special_token_ids=[3], size=40

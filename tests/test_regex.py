@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import grammarmask as gm
-from grammarmask.backends.regex import Regex
+from grammarmask.frontends.regex import Regex
 from grammarmask.testing import reference_mask
 
 from .test_regex_oracle import Oracle, Pattern, patterns

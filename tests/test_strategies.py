@@ -13,10 +13,10 @@ import regex
 from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
-from grammarmask.backends.choice import Choice
-from grammarmask.backends.lark import Lark
-from grammarmask.backends.regex import Regex
 from grammarmask.errors import GrammarError
+from grammarmask.frontends.choice import Choice
+from grammarmask.frontends.lark import Lark
+from grammarmask.frontends.regex import Regex
 from grammarmask.strategies import byte_vocab, from_grammar, prefixes, token_paths
 from grammarmask.testing import byte_vocabulary
 

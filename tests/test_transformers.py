@@ -16,8 +16,8 @@ transformers = pytest.importorskip(
     "transformers", reason="needs transformers (pip install 'grammarmask[transformers]')"
 )
 
-from grammarmask.backends.choice import Choice  # noqa: E402
 from grammarmask.errors import GrammarError, TokenRejected  # noqa: E402
+from grammarmask.frontends.choice import Choice  # noqa: E402
 from grammarmask.integrations.transformers import GrammarLogitsProcessor  # noqa: E402
 from grammarmask.testing import reference_mask  # noqa: E402
 from grammarmask.vocab import Vocabulary  # noqa: E402
@@ -81,7 +81,7 @@ def test_generate_output_is_accepted_by_the_grammar(vocab: Vocabulary, model: An
 
 
 def test_regex_grammar_batched_prompts_of_different_lengths(vocab: Vocabulary, model: Any) -> None:
-    regex = pytest.importorskip("grammarmask.backends.regex")
+    regex = pytest.importorskip("grammarmask.frontends.regex")
     pattern = r'\{"n": (0|[1-9][0-9]{0,2}), "ok": (true|false)\}'
     compiled = regex.Regex(pattern).compile(vocab)
     # left-padded batch of two prompts (pad id 0), as a tokenizer would give it

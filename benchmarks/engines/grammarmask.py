@@ -9,13 +9,13 @@ from typing import Any
 import lark.load_grammar  # noqa: F401
 
 import grammarmask as gm
-import grammarmask.backends.choice  # noqa: F401
-import grammarmask.backends.gbnf  # noqa: F401
-import grammarmask.backends.json_schema  # noqa: F401
-import grammarmask.backends.jsonschema.intersect  # noqa: F401
-import grammarmask.backends.lark  # noqa: F401
-import grammarmask.backends.regex  # noqa: F401
 import grammarmask.cfg.compiled  # noqa: F401
+import grammarmask.frontends.choice  # noqa: F401
+import grammarmask.frontends.gbnf  # noqa: F401
+import grammarmask.frontends.json_schema  # noqa: F401
+import grammarmask.frontends.jsonschema.intersect  # noqa: F401
+import grammarmask.frontends.lark  # noqa: F401
+import grammarmask.frontends.regex  # noqa: F401
 from grammarmask.cli._common import CliError, _backend
 
 from . import Engine, Unsupported

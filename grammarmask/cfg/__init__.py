@@ -1,7 +1,7 @@
-"""Context-free grammars: the IR, an incremental Earley recognizer, and exact token masks over it."""
+"""The context-free engine (Python, the executable specification): lexer, incremental Earley
+recognizer and exact token masks over a :class:`~grammarmask.ir.Cfg`."""
 
 from .compiled import CompiledCfg
 from .earley import EarleyGrammar, EarleySet
-from .ir import Cfg, Rule, Terminal
 
-__all__ = ["Cfg", "CompiledCfg", "EarleyGrammar", "EarleySet", "Rule", "Terminal"]
+__all__ = ["CompiledCfg", "EarleyGrammar", "EarleySet"]

@@ -21,10 +21,10 @@ import numpy.typing as npt
 
 from ..cache import Lru
 from ..grammar import CompiledGrammar
+from ..ir.cfg import Cfg
 from ..limits import Limits, active
 from ..vocab import Vocabulary
 from .earley import EarleyGrammar, EarleySet
-from .ir import Cfg
 from .lexer import LexerTables
 from .shared import SharedEntries
 from .walk import Entry, Frontier, TokenWalker

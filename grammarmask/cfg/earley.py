@@ -24,8 +24,8 @@ from collections import deque
 from collections.abc import Hashable, Iterable
 from typing import Any
 
+from ..ir.cfg import Cfg
 from ..limits import Limits, active
-from .ir import Cfg
 
 __all__ = ["EarleyGrammar", "EarleySet"]
 

@@ -15,7 +15,7 @@ from collections import deque
 import numpy as np
 import numpy.typing as npt
 
-from .ir import Cfg
+from ..ir.cfg import Cfg
 
 __all__ = ["LexerTables"]
 

@@ -5,7 +5,7 @@ alive in most of the vocabulary, so pruning the walk saves little and costs an i
 level. Here the state of every trie node is computed level by level instead, straight from its
 parent's (``S[m] = delta[C[parent[m]], label[m]]``, where ``C`` is the state a walk continues from),
 and the tokens are read off per token id. When the terminal's DFA has few byte classes the pass runs
-on its :class:`~grammarmask.index.ClassTrie` (266k tekken nodes become a few thousand); the closes
+on its :class:`~grammarmask.regular.index.ClassTrie` (266k tekken nodes become a few thousand); the closes
 found there are expanded back to vocabulary-trie nodes one byte below the close, where the greedy
 lexeme's shadow has already pruned most of them and the next lexeme starts.
 
@@ -27,8 +27,8 @@ import numpy.typing as npt
 
 from ..automata import DFA
 from ..automata.dfa import class_reps, row_ids
-from ..index import _ranges, class_trie
 from ..limits import Limits
+from ..regular.index import _ranges, class_trie
 from ..vocab import Vocabulary
 from .lexer import reaccepting
 from .walk import trie_arrays

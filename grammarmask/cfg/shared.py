@@ -18,8 +18,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ..cache import Lru, per_vocabulary
-from ..index import _ranges
 from ..limits import Limits, active
+from ..regular.index import _ranges
 from ..vocab import Vocabulary
 from .lexer import LexerTables
 from .rootwalk import Close, RootWalk, broad_states

@@ -23,11 +23,11 @@ EXIT_OK, EXIT_REJECTED, EXIT_USAGE, EXIT_INTERNAL, EXIT_LIMIT = 0, 1, 2, 3, 4
 
 #: Grammar kinds, the extensions that select them, and the backend class each uses.
 KINDS: dict[str, tuple[tuple[str, ...], str, str]] = {
-    "labels": ((".labels", ".txt"), "grammarmask.backends.choice", "Choice"),
-    "regex": ((".regex", ".re"), "grammarmask.backends.regex", "Regex"),
-    "lark": ((".lark",), "grammarmask.backends.lark", "Lark"),
-    "gbnf": ((".gbnf",), "grammarmask.backends.gbnf", "Gbnf"),
-    "json": ((".json",), "grammarmask.backends.json_schema grammarmask.backends.jsonschema", "JsonSchema"),
+    "labels": ((".labels", ".txt"), "grammarmask.frontends.choice", "Choice"),
+    "regex": ((".regex", ".re"), "grammarmask.frontends.regex", "Regex"),
+    "lark": ((".lark",), "grammarmask.frontends.lark", "Lark"),
+    "gbnf": ((".gbnf",), "grammarmask.frontends.gbnf", "Gbnf"),
+    "json": ((".json",), "grammarmask.frontends.json_schema grammarmask.frontends.jsonschema", "JsonSchema"),
 }
 TOKENIZERS = ("tekken", "sentencepiece")
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from ...cfg.builder import Expr, Lit, Pat, alt, seq
 from ...errors import GrammarError
+from ...ir.builder import Expr, Lit, Pat, alt, seq
 from .formats import FORMATS, enforced_format, format_width
 from .intersect import MAX_STATES, TooLarge, intersection_dfa, intersection_terminal
 from .keyset import KeySetTooLarge, key_regex

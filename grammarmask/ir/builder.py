@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import GrammarError
-from .ir import Cfg, Rule, Terminal
+from .cfg import Cfg, Rule, Terminal
 
 __all__ = [
     "EMPTY", "Alt", "Expr", "Lit", "Pat", "Ref", "Rep", "Seq", "alt", "build_cfg", "opt", "seq", "star",

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from jsonschema._utils import equal
 
-from ...cfg.builder import EMPTY, Expr, Lit, Pat, Ref, alt, opt, seq
 from ...errors import GrammarError, UnsupportedSchemaError
+from ...ir.builder import EMPTY, Expr, Lit, Pat, Ref, alt, opt, seq
 from .anyorder import ObjectParts, any_order
 from .intersect import ordered
 from .keyset import KeySetTooLarge, key_regex

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._args import read_grammar_file
+from ..engine import compile_cfg
 from ..errors import GrammarError
 from ..grammar import CompiledGrammar, Grammar
 from ..vocab import Vocabulary
@@ -284,7 +285,7 @@ def _inlinable(rules: dict[str, _Alt]) -> dict[str, str]:
 
 class _Builder:
     def __init__(self, parser: _Parser) -> None:
-        from ..cfg import Rule, Terminal
+        from ..ir import Rule, Terminal
 
         self.Rule, self.Terminal = Rule, Terminal
         self.p = parser
@@ -413,7 +414,7 @@ def _without_empty(dfa: Any) -> Any:
 
 def gbnf_to_cfg(text: str, *, start: str = "root") -> Any:
     """Parse GBNF ``text`` and translate it to a validated :class:`~grammarmask.cfg.Cfg`."""
-    from ..cfg import Cfg
+    from ..ir import Cfg
 
     if not isinstance(text, str):
         raise GrammarError(f"GBNF grammar text must be str, got {type(text).__name__}")
@@ -472,6 +473,4 @@ class Gbnf(Grammar):
         return (self.text, self.start)
 
     def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
-        from ..cfg import CompiledCfg
-
-        return CompiledCfg(self.cfg, vocab)
+        return compile_cfg(self.cfg, vocab)

@@ -1,4 +1,4 @@
-"""JSON Schema to grammar rules (the CFG IR's EBNF expressions, ``grammarmask.cfg.builder``).
+"""JSON Schema to grammar rules (the CFG IR's EBNF expressions, ``grammarmask.ir.builder``).
 
 Each schema node becomes a rule whose language is the JSON text of the instances the node accepts.
 Regular parts (strings, numbers, keys) are regex terminals; objects, arrays, unions and recursion
@@ -22,9 +22,9 @@ import referencing.exceptions
 import referencing.jsonschema
 from jsonschema.validators import validator_for
 
-from ...cfg.builder import EMPTY, Expr, Lit, Pat, Ref, alt, build_cfg, opt, seq, star, to_lark
-from ...cfg.ir import Cfg
 from ...errors import GrammarError, UnsupportedSchemaError
+from ...ir.builder import EMPTY, Expr, Lit, Pat, Ref, alt, build_cfg, opt, seq, star, to_lark
+from ...ir.cfg import Cfg
 from . import objects
 from .anyorder import literal_object
 from .keywords import ENFORCED, REFUSED, is_trivial, merge, normalize, refuse, types_of

@@ -23,8 +23,8 @@ from __future__ import annotations
 import functools
 
 from ...automata import DFA, difference, product, regex_to_dfa
-from ...cfg.builder import Pat
 from ...errors import GrammarError
+from ...ir.builder import Pat
 
 __all__ = ["MAX_STATES", "TooLarge", "intersection_dfa", "intersection_terminal", "lark_regex", "ordered"]
 

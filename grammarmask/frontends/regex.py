@@ -1,8 +1,8 @@
 """Regex: Python ``re`` syntax, full match, compiled to a byte DFA and indexed over the vocabulary.
 
 ``Regex(pattern)`` validates the pattern at construction (a bad one raises :class:`GrammarError`
-with its position). ``compile(vocab)`` builds a :class:`DfaCompiledGrammar`, which is also what
-``And`` of regular grammars and other DFA-based backends reuse: its state is a DFA state (int).
+with its position). ``compile(vocab)`` hands the DFA to the regular engine
+(:class:`grammarmask.regular.DfaCompiledGrammar`).
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import numpy as np
 import numpy.typing as npt
 
 from ..automata import DEFAULT_MAX_STATES, DFA, regex_to_dfa
+from ..engine import compile_dfa
 from ..errors import GrammarError
 from ..grammar import CompiledGrammar, Grammar
-from ..index import DfaTokenIndex
 from ..vocab import Vocabulary
 
-__all__ = ["DfaCompiledGrammar", "Regex"]
+__all__ = ["Regex"]
 
 Words = npt.NDArray[np.uint32]
 _FLAG_MASK = re.IGNORECASE | re.MULTILINE | re.DOTALL | re.VERBOSE | re.ASCII | re.UNICODE
@@ -75,46 +75,4 @@ class Regex(Grammar):
         return self._dfa
 
     def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
-        return DfaCompiledGrammar(vocab, self._dfa)
-
-
-class DfaCompiledGrammar(CompiledGrammar):
-    """Any trimmed byte :class:`DFA` bound to a vocabulary. State: the DFA state (int)."""
-
-    def __init__(self, vocab: Vocabulary, dfa: DFA) -> None:
-        self.vocab = vocab
-        self.dfa = dfa
-        self.index = DfaTokenIndex(vocab, dfa)
-        self._accepting = dfa.accepting.tolist()
-        self._forced: dict[int, bytes] = {}
-
-    def initial_state(self) -> int:
-        return self.dfa.start
-
-    def state_mask_words(self, state: int) -> Words:
-        return self.index.mask_words(state)
-
-    def advance_state(self, state: int, token_id: int) -> int | None:
-        return self.index.next_state(state, token_id) or None
-
-    def is_accepting_state(self, state: int) -> bool:
-        return bool(self._accepting[state])
-
-    def forced_bytes(self, state: int) -> bytes:
-        """The bytes while the DFA has exactly one live out-byte and the state is not accepting."""
-        hit = self._forced.get(state)
-        if hit is not None:
-            return hit
-        out = bytearray()
-        s = state
-        seen = set()
-        while s and not self._accepting[s] and s not in seen:
-            seen.add(s)
-            live = self.dfa.live_bytes(s)
-            if len(live) != 1:
-                break
-            out.append(live[0])
-            s = self.dfa.run(s, bytes(live))
-        result = bytes(out)
-        self._forced[state] = result
-        return result
+        return compile_dfa(self._dfa, vocab)

@@ -23,12 +23,12 @@ import numpy.typing as npt
 
 from ..automata import DFA, from_strings
 from ..cache import Lru
+from ..engine import compile_dfa
 from ..errors import GrammarError
 from ..grammar import CompiledGrammar, Grammar
-from ..index import DfaTokenIndex
 from ..mask import words_from_ids
+from ..regular.index import DfaTokenIndex
 from ..vocab import Vocabulary
-from .regex import DfaCompiledGrammar
 
 __all__ = ["Choice"]
 
@@ -139,7 +139,7 @@ class Choice(Grammar):
     def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
         dfa = self.to_dfa()
         if dfa is not None:
-            return DfaCompiledGrammar(vocab, dfa)
+            return compile_dfa(dfa, vocab)
         return _MultiCompiled(vocab, self._trie(), self.max_labels)
 
 

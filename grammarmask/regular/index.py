@@ -25,11 +25,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from .automata import DFA
-from .automata.dfa import row_ids
-from .cache import Lru, per_vocabulary
-from .limits import Limits, active
-from .vocab import Vocabulary
+from ..automata import DFA
+from ..automata.dfa import row_ids
+from ..cache import Lru, per_vocabulary
+from ..limits import Limits, active
+from ..vocab import Vocabulary
 
 __all__ = ["ClassTrie", "DfaTokenIndex"]
 

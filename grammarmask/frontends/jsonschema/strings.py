@@ -20,8 +20,8 @@ from functools import cache, lru_cache, partial
 from typing import Any
 
 from ...automata import DFA, difference, regex_to_dfa
-from ...cfg.builder import Pat
 from ...errors import UnsupportedSchemaError
+from ...ir.builder import Pat
 
 if sys.version_info >= (3, 11):
     import re._constants as sre_c

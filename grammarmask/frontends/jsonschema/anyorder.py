@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
-from ...cfg.builder import EMPTY, Expr, Lit, Pat, alt, seq
+from ...ir.builder import EMPTY, Expr, Lit, Pat, alt, seq
 from .strings import literal
 
 if TYPE_CHECKING:

@@ -16,9 +16,10 @@ from collections.abc import Hashable
 from typing import Any
 
 from ..cache import Lru
-from ..cfg.builder import Expr, build_cfg, to_lark
+from ..engine import compile_cfg
 from ..errors import GrammarError
 from ..grammar import CompiledGrammar, Grammar
+from ..ir.builder import Expr, build_cfg, to_lark
 from ..vocab import Vocabulary
 from .jsonschema.compiler import Compiler, SchemaWarning
 from .jsonschema.keywords import canonical
@@ -177,9 +178,6 @@ class JsonSchema(Grammar):
         return to_lark(self.rules())
 
     def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
-        from ..cfg import CompiledCfg
-
         if self._cfg is None:
             self._cfg = build_cfg(self.rules())
-        compiled: CompiledGrammar = CompiledCfg(self._cfg, vocab)
-        return compiled
+        return compile_cfg(self._cfg, vocab)

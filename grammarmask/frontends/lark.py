@@ -16,6 +16,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from typing import Any
 
 from .._args import read_grammar_file
+from ..engine import compile_cfg
 from ..errors import GrammarError
 from ..grammar import CompiledGrammar, Grammar
 from ..vocab import Vocabulary
@@ -129,7 +130,7 @@ def lark_to_cfg(text: str, *, start: str = "start", source_path: str | None = No
     from lark.exceptions import LarkError
     from lark.load_grammar import load_grammar
 
-    from ..cfg import Cfg, Rule, Terminal
+    from ..ir import Cfg, Rule, Terminal
 
     if not isinstance(text, str):
         raise GrammarError(f"Lark grammar text must be str, got {type(text).__name__}")
@@ -255,6 +256,4 @@ class Lark(Grammar):
         return (self.text, self.start, self.source_path, self.import_paths)
 
     def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
-        from ..cfg import CompiledCfg
-
-        return CompiledCfg(self.cfg, vocab)
+        return compile_cfg(self.cfg, vocab)

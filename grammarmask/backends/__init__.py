@@ -1,1 +1,0 @@
-"""Grammar backends: each turns its input into the shared automata / CFG form."""

@@ -1,1 +1,0 @@
-"""JSON Schema compiler internals (use grammarmask.backends.json_schema.JsonSchema)."""

@@ -1,0 +1,1 @@
+"""JSON Schema compiler internals (use grammarmask.frontends.json_schema.JsonSchema)."""
