@@ -7,6 +7,8 @@ import random
 from pathlib import Path
 
 from grammarmask.automata import DFA
+from grammarmask.grammar import CompiledGrammar, Grammar
+from grammarmask.vocab import Vocabulary
 
 _TOP = [
     "Technology",
@@ -119,3 +121,16 @@ def isomorphic(a: DFA, b: DFA) -> bool:
                 m[u] = v
                 todo.append(u)
     return True
+
+
+class Opaque(Grammar):
+    """A grammar that hides its regularity, forcing the generic (side-by-side) composition path."""
+
+    def __init__(self, inner: Grammar) -> None:
+        self.inner = inner
+
+    def __repr__(self) -> str:
+        return f"Opaque({self.inner!r})"
+
+    def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
+        return self.inner.compile(vocab)

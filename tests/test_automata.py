@@ -25,7 +25,7 @@ from grammarmask.automata import (
 from grammarmask.automata.utf8 import utf8_sequences
 from grammarmask.errors import GrammarError
 
-from .test_regex_oracle import Pattern, patterns
+from .support_regex import Pattern, patterns
 
 ALPHABET = [
     "a",

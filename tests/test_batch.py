@@ -83,7 +83,7 @@ def test_bad_buffers_are_errors() -> None:
 
 
 def test_dead_end_row_raises() -> None:
-    from tests.test_compose import Opaque
+    from tests.support import Opaque
 
     g = And(Opaque(Regex("ab*c")), Opaque(Regex("a[xy]")))
     m = g.compile(VOCAB).matcher()

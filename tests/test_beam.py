@@ -83,7 +83,7 @@ def test_beam_follows_a_scripted_model_inside_the_grammar() -> None:
 
 
 def test_dead_ends_and_errors() -> None:
-    from tests.test_compose import Opaque
+    from tests.support import Opaque
 
     g = And(Opaque(Regex("ab*c")), Opaque(Regex("a[xy]")))
     vocab = byte_vocabulary()

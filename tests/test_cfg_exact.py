@@ -24,7 +24,7 @@ from grammarmask.mask import Mask
 from grammarmask.testing import reference_mask
 from grammarmask.vocab import Vocabulary
 
-from .test_cfg_oracle import LarkOracle
+from .support_oracles import LarkOracle
 
 # name: (grammar, alphabet, max_len, m, longest token)
 CASES = {

@@ -19,28 +19,17 @@ from grammarmask.compose import And, Union
 from grammarmask.errors import GrammarError, NoLegalContinuation
 from grammarmask.frontends.lark import Lark
 from grammarmask.frontends.regex import Regex
-from grammarmask.grammar import CompiledGrammar, Grammar
+from grammarmask.grammar import Grammar
 from grammarmask.regular import DfaCompiledGrammar
 from grammarmask.sequence import Sequence
 from grammarmask.strategies import byte_vocab, token_paths
 from grammarmask.testing import assert_mask_exact, byte_vocabulary
 from grammarmask.vocab import Vocabulary
 
+from .support import Opaque
+
 # multi-byte tokens that straddle part boundaries in the patterns below
 VOCAB = byte_vocabulary([b"ab", b"a{", b"}x", b"aa", b"aaa", b"b1", b"1,", b",a", b"{}", b"xy", b"ba"])
-
-
-class Opaque(Grammar):
-    """A grammar that hides its regularity, forcing the generic (side-by-side) composition path."""
-
-    def __init__(self, inner: Grammar) -> None:
-        self.inner = inner
-
-    def __repr__(self) -> str:
-        return f"Opaque({self.inner!r})"
-
-    def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
-        return self.inner.compile(vocab)
 
 
 def oracle(pattern: str) -> tuple[Any, Any]:

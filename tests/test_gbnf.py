@@ -24,7 +24,7 @@ from grammarmask.testing import assert_accepts, assert_rejects, byte_vocabulary,
 from grammarmask.vocab import Vocabulary
 from tests.support import CORPUS as SHARED_CORPUS
 
-from .test_cfg_oracle import LarkOracle
+from .support_oracles import LarkOracle
 
 # name: (gbnf, oracle regex over bytes, alphabet)
 REGULAR = {

@@ -22,7 +22,7 @@ from grammarmask.frontends.jsonschema.keyset import KeySetTooLarge, key_regex
 from grammarmask.frontends.jsonschema.numbers import number_regex
 from grammarmask.frontends.jsonschema.strings import pattern_regex
 
-from .test_json_schema_support import GrammarSampler, parses, validator
+from .support_json_schema import GrammarSampler, parses, validator
 
 # ---- numbers --------------------------------------------------------------------------------------
 
@@ -818,3 +818,12 @@ def test_one_of_disjointness_reads_unnormalised_property_types() -> None:
         except lark.exceptions.LarkError:
             accepted = False
         assert accepted == validator.is_valid(doc), text
+
+
+def test_sampler_outputs_parse_with_lark() -> None:
+    text = 'start: "[" item ("," item)* "]"\nitem: /[a-c]{1,3}/ | /-?(0|[1-9][0-9]*)/ | start\n'
+    parser = lark.Lark(text)
+    s = GrammarSampler(parser, seed=3)
+    outs = [s.sample() for _ in range(30)]
+    assert all(o is not None and parses(parser, o) for o in outs)
+    assert len(set(outs)) > 5

@@ -25,7 +25,7 @@ from grammarmask.frontends.json_schema import JsonSchema, SchemaWarning
 from grammarmask.strategies import from_grammar
 from grammarmask.testing import assert_accepts, assert_rejects, byte_vocabulary
 
-from .test_json_schema_support import GrammarSampler, parses, validator
+from .support_json_schema import GrammarSampler, parses, validator
 
 KEYS = ["a", "b", "c", "d", "f", "g", "h"]  # past 5 declared keys only required ones are tracked
 POOL = [*KEYS, "e", "x1", "x2", "y"]  # "x..." match the patternProperties below; "y" matches none

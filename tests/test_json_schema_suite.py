@@ -19,22 +19,17 @@ import pytest
 from grammarmask.errors import GrammarError, UnsupportedSchemaError
 from grammarmask.frontends.json_schema import JsonSchema
 
-from .test_json_schema_support import BENCH, GrammarSampler, parses, serializations, suite_groups, validator
+from .support_json_schema import (
+    BENCH,
+    NARROWED,
+    GrammarSampler,
+    parses,
+    serializations,
+    suite_groups,
+    validator,
+)
 
 # Valid instances the grammar rejects on purpose (docs/json_schema.md, "Narrowings").
-NARROWED = (
-    "is only an annotation by default",  # formats are enforced
-    "different property order",  # properties in declared order
-    "allOf: allOf",  # merged properties in declared order
-    "allOf with base schema: valid",
-    "unevaluatedItems depends on adjacent contains",  # items evaluated by contains not credited
-    "unevaluatedItems with minContains = 0",
-    "unevaluatedProperties with anyOf: when two match",  # other matching branches not credited
-    "custom metaschema with with no validation vocabulary",  # vocabularies are not read
-    "dependentRequired: multiple dependents required: with dependencies",  # key order
-    "dependentRequired: dependencies with escaped characters: quoted quotes",
-    "dependentRequired: dependencies with escaped characters: CRLF",  # key order: dependents first
-)
 
 FAST_FILES = [
     "type", "properties", "required", "enum", "const", "items", "prefixItems", "minimum", "maximum",

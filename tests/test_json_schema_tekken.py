@@ -18,8 +18,7 @@ import grammarmask as gm
 from grammarmask.errors import GrammarError
 from grammarmask.frontends.json_schema import JsonSchema
 
-from .test_json_schema_suite import NARROWED
-from .test_json_schema_support import BENCH, suite_groups
+from .support_json_schema import BENCH, NARROWED, suite_groups
 
 
 def feed(compiled: gm.CompiledGrammar, ids: list[int]) -> bool:

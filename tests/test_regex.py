@@ -16,7 +16,7 @@ import grammarmask as gm
 from grammarmask.frontends.regex import Regex
 from grammarmask.testing import reference_mask
 
-from .test_regex_oracle import Oracle, Pattern, patterns
+from .support_regex import Oracle, Pattern, patterns
 
 EXTRA = ["ab", "abc", "é", "中文", "😀", "a\n", "  ", "K", "ǅ", "1.", "é中", "\U0001f601\U0001f602"]
 PARTIAL = [b"\xe4\xb8", b"\xf0\x9f", b"\xf0\x9f\x98", b"\xc3", b"\x80\x80", b"a\xc3", b"\xa9b"]
@@ -141,7 +141,7 @@ def oracle_prefix_ok(pattern: str, data: bytes) -> bool:
     """Unfinished walks must still be prefixes of some match (checked with ``regex`` partial)."""
     import regex
 
-    from .test_regex_oracle import explicit
+    from .support_regex import explicit
 
     # regex's \w and \d differ from re's: spell them as the classes re uses
     oracle = pattern.replace(r"\w", explicit(r"\w", 0)).replace(r"\d", explicit(r"\d", 0))

@@ -216,10 +216,17 @@ def validator(schema: Any) -> Any:
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
 
-def test_sampler_outputs_parse_with_lark() -> None:
-    text = 'start: "[" item ("," item)* "]"\nitem: /[a-c]{1,3}/ | /-?(0|[1-9][0-9]*)/ | start\n'
-    parser = lark.Lark(text)
-    s = GrammarSampler(parser, seed=3)
-    outs = [s.sample() for _ in range(30)]
-    assert all(o is not None and parses(parser, o) for o in outs)
-    assert len(set(outs)) > 5
+# the JSON-Schema-Test-Suite cases whose failures are documented narrowings (docs/json_schema.md)
+NARROWED = (
+    "is only an annotation by default",  # formats are enforced
+    "different property order",  # properties in declared order
+    "allOf: allOf",  # merged properties in declared order
+    "allOf with base schema: valid",
+    "unevaluatedItems depends on adjacent contains",  # items evaluated by contains not credited
+    "unevaluatedItems with minContains = 0",
+    "unevaluatedProperties with anyOf: when two match",  # other matching branches not credited
+    "custom metaschema with with no validation vocabulary",  # vocabularies are not read
+    "dependentRequired: multiple dependents required: with dependencies",  # key order
+    "dependentRequired: dependencies with escaped characters: quoted quotes",
+    "dependentRequired: dependencies with escaped characters: CRLF",  # key order: dependents first
+)
