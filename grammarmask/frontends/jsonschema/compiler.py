@@ -28,6 +28,7 @@ from ...ir.cfg import Cfg
 from . import objects
 from .anyorder import literal_object
 from .keywords import ENFORCED, REFUSED, is_trivial, merge, normalize, refuse, types_of
+from .metaschema import metaschema_error
 from .negation import complement
 from .numbers import JSON_NUMBER
 from .scalars import ScalarBuilder
@@ -90,9 +91,7 @@ class Compiler:
         self.any_order = property_order == "any"
         self.draft = _draft(root)
         self.validator_cls = validator_for(root, default=jsonschema.Draft202012Validator)
-        meta = self.validator_cls.META_SCHEMA
-        meta_cls = validator_for(meta, default=self.validator_cls)
-        err = jsonschema.exceptions.best_match(meta_cls(meta).iter_errors(root))  # no format checks
+        err = metaschema_error(root, self.validator_cls)  # no format checks
         if err is not None:
             where = "/" + "/".join(str(p) for p in err.path)
             raise GrammarError(f"not a valid JSON Schema at {where}: {err.message}")
