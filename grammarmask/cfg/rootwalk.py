@@ -40,15 +40,25 @@ Words = npt.NDArray[np.uint32]
 
 
 
-#: a close: (closing state, mask words of the tokens ending exactly there, the frontier's
-#: vocabulary-trie nodes, their bytes, the shadow state after each (None when no shadow lives on))
-Close = tuple[int, Words, I64, I64, I64 | None]
+class Close(NamedTuple):
+    """Where a lexeme walked from the root may close, and what follows."""
+
+    state: int  #: the accepting DFA state the lexeme closes in
+    words: Words  #: mask words of the tokens that end exactly there
+    nodes: I64  #: the frontier: vocabulary-trie nodes where the next lexeme starts
+    byte: I64  #: the byte into each frontier node
+    after: I64 | None  #: the shadow state after each (None when no shadow lives on)
 
 
-#: a walk before grouping: inside bits per token id, frontier rows with their closing and shadow
-#: states, and the token ids that end in an accepting state with that state
-_Walked = tuple[npt.NDArray[np.bool_], I64, npt.NDArray[np.int32], npt.NDArray[np.int32], I64,
-                npt.NDArray[np.int32]]
+class _Walked(NamedTuple):
+    """A walk before grouping by closing state."""
+
+    inside: npt.NDArray[np.bool_]  #: per token id: the token stays inside the lexeme
+    rows: I64  #: frontier rows (nodes of the walker's trie)
+    par_state: npt.NDArray[np.int32]  #: the closing state at each row's parent
+    after: npt.NDArray[np.int32]  #: the shadow state after each row
+    tids: I64  #: token ids that end in an accepting state
+    tid_state: npt.NDArray[np.int32]  #: ... and that state
 
 
 class _Base(NamedTuple):
@@ -237,7 +247,7 @@ class RootWalk:
         rows = np.flatnonzero(self.acc[par_state]) + 1
         rows, par_state, after = self._shadowed(rows, par_state[rows - 1], s_all[rows], greedy)
         tids = np.flatnonzero(self.acc[at_tok])
-        got: _Walked = (self.reaccept[at_tok], rows, par_state, after, tids, at_tok[tids])
+        got = _Walked(self.reaccept[at_tok], rows, par_state, after, tids, at_tok[tids])
         if rows.size + tids.size <= n // self.diff_share:  # else too big to keep (and to edit cheaply)
             self._bases = (_Base(q, greedy, s_all, got), *self._bases)[: self.bases_kept]
         return got
@@ -308,7 +318,7 @@ class RootWalk:
         order = np.argsort(rows, kind="stable")
         par = np.concatenate([b_par[keep], par])[order]
         after = np.concatenate([b_after[keep], after])[order]
-        return inside, rows[order], par, after, tids, tid_state
+        return _Walked(inside, rows[order], par, after, tids, tid_state)
 
     def walk_below(self, q: int, greedy: bool, below: tuple[int, ...],
                    first: I64) -> tuple[Words, list[Close]]:
@@ -383,7 +393,8 @@ class RootWalk:
                 nodes, byte, aft = rows[pos], self._ta.byte[rows[pos]], after[pos].astype(np.int64)
             else:
                 nodes, byte, aft = self._real_rows(rows[pos], after[pos])
-            closes.append((st, self._pack(bits), nodes, byte, aft if greedy and self.reaccept[st] else None))
+            shadow = aft if greedy and self.reaccept[st] else None
+            closes.append(Close(st, self._pack(bits), nodes, byte, shadow))
         return closes
 
     def _real_rows(self, rows: I64, after: npt.NDArray[np.int32]) -> tuple[I64, I64, I64]:
