@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .engine import compile_dfa
 from .errors import GrammarError
 from .grammar import CompiledGrammar, Grammar
 from .vocab import Vocabulary
@@ -63,13 +64,6 @@ def _fold(op: Any, dfas: list[Any]) -> Any:
     return out
 
 
-def dfa_compiled(vocab: Vocabulary, dfa: Any) -> CompiledGrammar:
-    """A byte DFA compiled against ``vocab`` (the regular engine's compiled form)."""
-    from .engine import compile_dfa
-
-    return compile_dfa(dfa, vocab)
-
-
 class _Composite(Grammar):
     """What ``And``, ``Union`` and ``Sequence`` share: flattened parts, a content key, and one DFA
     (combined by ``automata.<_dfa_op>``) when every part is regular; otherwise ``_side_by_side``."""
@@ -98,7 +92,7 @@ class _Composite(Grammar):
     def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
         dfa = self.to_dfa()
         if dfa is not None:
-            return dfa_compiled(vocab, dfa)
+            return compile_dfa(dfa, vocab)
         return self._side_by_side(vocab)
 
     @abstractmethod

@@ -119,7 +119,9 @@ class CompiledGrammar(ABC):
         token starts with the same byte, that byte is forced (a backend that knows its automaton may
         answer faster). Cached per state when states are hashable.
         """
-        cache: Lru[Any, bytes] = self.__dict__.setdefault("_forced_cache", Lru(_FORCED_STATES))
+        cache: Lru[Any, bytes] | None = self.__dict__.get("_forced_cache")
+        if cache is None:  # made once per compiled grammar (a race only makes a spare one)
+            cache = self.__dict__.setdefault("_forced_cache", Lru(_FORCED_STATES))
         try:
             return cache.get_or_make(state, lambda: _derive_forced_bytes(self, state))
         except TypeError:  # unhashable state: no caching

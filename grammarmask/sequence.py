@@ -18,7 +18,8 @@ import numpy as np
 import numpy.typing as npt
 
 from .cache import Lru, per_vocabulary
-from .compose import _common_prefix, _Composite, dfa_compiled
+from .compose import _common_prefix, _Composite
+from .engine import compile_dfa
 from .grammar import CompiledGrammar
 from .mask import Mask
 from .vocab import Vocabulary
@@ -54,7 +55,7 @@ class Sequence(_Composite):
         for p in self.parts:
             d = p.to_dfa()
             if d is not None:
-                parts.append(dfa_compiled(ext, d))  # state = DFA state, for the vectorised walk
+                parts.append(compile_dfa(d, ext))  # state = DFA state, for the vectorised walk
             else:
                 parts.append(p.compile(ext))
             dfas.append(d)

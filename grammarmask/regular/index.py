@@ -19,7 +19,6 @@ first visit. Mask words are cached with an LRU bound.
 from __future__ import annotations
 
 import contextlib
-import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -208,7 +207,6 @@ class DfaTokenIndex:
         self._special = vocab.special_ids
         self._cache: Lru[int, Words] = Lru(limits.index_masks)
         self._sparse: dict[int, tuple[I64, Words]] = {}
-        self._lock = threading.Lock()
         self._zeros = np.zeros(self._n_words, dtype=np.uint32)
         self._zeros.setflags(write=False)
         depth = max(len(vocab.trie.level_lo) - 2, 0)

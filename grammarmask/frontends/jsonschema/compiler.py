@@ -23,8 +23,7 @@ import referencing.jsonschema
 from jsonschema.validators import validator_for
 
 from ...errors import GrammarError, UnsupportedSchemaError
-from ...ir.builder import EMPTY, Expr, Lit, Pat, Ref, alt, build_cfg, opt, seq, star, to_lark
-from ...ir.cfg import Cfg
+from ...ir.builder import EMPTY, Expr, Lit, Pat, Ref, alt, opt, seq, star
 from . import objects
 from .anyorder import literal_object
 from .keywords import ENFORCED, REFUSED, is_trivial, merge, normalize, refuse, types_of
@@ -134,14 +133,6 @@ class Compiler:
         if self.ws_regex:
             rules["_ws"] = opt(Pat(self.ws_regex))
         return rules
-
-    def to_lark(self) -> str:
-        """The Lark grammar text of the schema (a printer; the engine takes :meth:`cfg`)."""
-        return to_lark(self.grammar())
-
-    def cfg(self) -> Cfg:
-        """The schema's context-free grammar, built in memory."""
-        return build_cfg(self.grammar())
 
     def unsupported(self, keyword: str, pointer: str, why: str) -> None:
         """Refuse (strict) or warn about a keyword that is not enforced."""
