@@ -22,6 +22,8 @@ from grammarmask.frontends.gbnf import Gbnf
 from grammarmask.frontends.lark import Lark
 from grammarmask.testing import assert_accepts, assert_rejects, byte_vocabulary
 
+from .support_json_schema import parses
+
 GRAMMARS = os.path.join(os.path.dirname(__file__), "..", "grammars")
 
 JSON_VALID = [
@@ -110,14 +112,6 @@ def _lark_parser(name: str) -> lark.Lark | None:
     return None if text is None else lark.Lark(text, parser="earley", lexer="dynamic")
 
 
-def _lark_accepts(parser: lark.Lark, text: str) -> bool:
-    try:
-        parser.parse(text)
-    except lark.exceptions.LarkError:
-        return False
-    return True
-
-
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
 def test_examples_agree_with_lark_and_are_accepted(name: str) -> None:
     valid, invalid = EXAMPLES[name]
@@ -126,11 +120,11 @@ def test_examples_agree_with_lark_and_are_accepted(name: str) -> None:
     vocab = byte_vocabulary()
     for text in valid:
         if parser is not None:
-            assert _lark_accepts(parser, text), text
+            assert parses(parser, text), text
         assert_accepts(g, text, vocab)
     for text in invalid:
         if parser is not None:
-            assert not _lark_accepts(parser, text), text
+            assert not parses(parser, text), text
         assert_rejects(g, text, vocab)
 
 
@@ -198,7 +192,7 @@ def test_random_walks_are_sound_and_never_dead_end(name: str, tekken: Any) -> No
         finished += 1
         text = (out + tail).decode()
         if parser is not None:
-            assert _lark_accepts(parser, text), text
+            assert parses(parser, text), text
     assert finished >= 3
 
 
