@@ -38,12 +38,18 @@ class Lru(Generic[K, V]):
         self.nbytes = 0
 
     def get(self, key: K) -> V | None:
-        """The value of ``key`` (now the most recently used), or None."""
-        with self._lock:
-            v = self._data.get(key)
-            if v is not None:
+        """The value of ``key`` (now the most recently used), or None.
+
+        No lock on this path (masks are read every decoding step): ``OrderedDict.get`` and
+        ``move_to_end`` are each atomic under the GIL, and a key another thread evicted in between
+        only makes ``move_to_end`` raise ``KeyError``, while the value read is still valid."""
+        v = self._data.get(key)
+        if v is not None:
+            try:  # noqa: SIM105 (hot path: cheaper than contextlib.suppress)
                 self._data.move_to_end(key)
-            return v
+            except KeyError:
+                pass
+        return v
 
     def put(self, key: K, value: V, nbytes: int = 0) -> None:
         """Store ``value`` (weighing ``nbytes``) and evict the least recently used past the bounds."""
