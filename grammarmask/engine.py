@@ -1,14 +1,26 @@
 """The seam between front ends and engines: IR in, compiled grammar out.
 
 Front ends build the IR (a :class:`~grammarmask.ir.Cfg` or a byte :class:`~grammarmask.automata.DFA`)
-and hand it here; they never import an engine. Today both engines are the Python ones
-(:mod:`grammarmask.cfg`, :mod:`grammarmask.regular`), kept as the executable specification; a
-native engine plugs in here, behind the same two calls.
+and hand it here; they never import an engine. Two engines sit behind the two calls:
+
+- ``"native"``: the Rust engine (:mod:`grammarmask.native`, the extension ``grammarmask._engine``),
+  the default whenever the extension is importable. It covers regular languages today; a CFG still
+  compiles with the Python engine.
+- ``"python"``: the pure-Python engine (:mod:`grammarmask.regular`, :mod:`grammarmask.cfg`), kept as
+  the executable specification the native one is tested against.
+
+``Grammar.compile(vocab, engine=...)`` chooses one for the whole compile (nested compiles of parts
+inherit it) through :func:`in_use`; :func:`selected` tells the engine in force.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
+
+from .errors import GrammarError
 
 if TYPE_CHECKING:
     from .automata import DFA
@@ -16,18 +28,74 @@ if TYPE_CHECKING:
     from .ir import Cfg
     from .vocab import Vocabulary
 
-__all__ = ["compile_cfg", "compile_dfa"]
+__all__ = ["ENGINES", "compile_cfg", "compile_dfa", "in_use", "resolve", "selected"]
+
+ENGINES = ("native", "python")
+
+_SELECTED: contextvars.ContextVar[str] = contextvars.ContextVar("grammarmask_engine")
+
+
+def _default() -> str:
+    from .native import available
+
+    return "native" if available() else "python"
+
+
+def resolve(engine: str | None) -> str:
+    """The engine a compile with ``engine=`` uses: the one named, else the one in force (inside a
+    compile), else ``"native"`` when the extension is importable and ``"python"`` when not.
+
+    Raises
+    ------
+    GrammarError
+        ``engine`` is not None, ``"native"`` or ``"python"``, or is ``"native"`` and the extension
+        ``grammarmask._engine`` cannot be imported.
+    """
+    if engine is None:
+        return _SELECTED.get(None) or _default()
+    if not isinstance(engine, str) or engine not in ENGINES:
+        raise GrammarError(f"compile: engine must be None, 'native' or 'python', got {engine!r}")
+    if engine == "native":
+        from .native import IMPORT_ERROR, available
+
+        if not available():
+            raise GrammarError(
+                "compile: engine='native' needs the extension grammarmask._engine, which did not "
+                f"import ({IMPORT_ERROR}); reinstall with pip to build it, or use engine='python'"
+            )
+    return engine
+
+
+def selected() -> str:
+    """The engine of the compile in progress (outside one: the default)."""
+    return _SELECTED.get(None) or _default()
+
+
+@contextlib.contextmanager
+def in_use(engine: str) -> Iterator[str]:
+    """Make ``engine`` (a name :func:`resolve` returned) what :func:`selected` returns in the block."""
+    token = _SELECTED.set(engine)
+    try:
+        yield engine
+    finally:
+        _SELECTED.reset(token)
 
 
 def compile_cfg(cfg: Cfg, vocab: Vocabulary) -> CompiledGrammar:
-    """A context-free grammar bound to ``vocab`` (Earley parser over a lexer of byte DFAs)."""
+    """A context-free grammar bound to ``vocab`` (Earley parser over a lexer of byte DFAs; the
+    Python engine, whichever engine is selected, until the CFG engine is native)."""
     from .cfg import CompiledCfg
 
     return CompiledCfg(cfg, vocab)
 
 
 def compile_dfa(dfa: DFA, vocab: Vocabulary) -> CompiledGrammar:
-    """A regular language (a trimmed byte DFA) bound to ``vocab`` through its token index."""
+    """A regular language (a trimmed byte DFA) bound to ``vocab`` through its token index, by the
+    selected engine."""
+    if selected() == "native":
+        from .native.regular import NativeDfaCompiledGrammar
+
+        return NativeDfaCompiledGrammar(vocab, dfa)
     from .regular import DfaCompiledGrammar
 
     return DfaCompiledGrammar(vocab, dfa)

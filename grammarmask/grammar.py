@@ -26,6 +26,8 @@ import numpy.typing as npt
 
 from ._args import as_int
 from .cache import Lru, per_vocabulary
+from .engine import in_use as engine_in_use
+from .engine import resolve as resolve_engine
 from .errors import GrammarError, GrammarMaskError, NoLegalContinuation, TokenRejected
 from .limits import Limits, in_force
 from .mask import Mask, pack_bool
@@ -51,19 +53,31 @@ class Grammar(ABC):
         """A content key: grammars with equal keys compile to interchangeable results (None: no caching)."""
         return None
 
-    def compile(self, vocab: Vocabulary, *, limits: Limits | None = None) -> CompiledGrammar:
+    def compile(
+        self, vocab: Vocabulary, *, limits: Limits | None = None, engine: str | None = None
+    ) -> CompiledGrammar:
         """Compile against ``vocab`` within ``limits`` (:class:`~grammarmask.Limits`; None: the
-        defaults). Equal grammars compiled twice on one vocabulary with equal limits share the result."""
+        defaults) with ``engine``: ``"native"`` (Rust), ``"python"`` (the executable specification)
+        or None (native when the extension is importable; inside a compile, the outer one's).
+        Equal grammars compiled twice on one vocabulary with equal limits and engine share the result.
+
+        Raises
+        ------
+        GrammarError
+            ``vocab`` is not a Vocabulary; ``engine`` is not one of those names, or is ``"native"``
+            and the extension cannot be imported; or the grammar itself is malformed.
+        """
         if not isinstance(vocab, Vocabulary):
             raise GrammarError(f"compile() needs a grammarmask.Vocabulary, got {type(vocab).__name__}")
-        with in_force(limits) as lim:
+        name = resolve_engine(engine)
+        with in_force(limits) as lim, engine_in_use(name):
             key = self.cache_key()
             if key is None:
                 return self._compile(vocab)
             cache: Lru[Hashable, CompiledGrammar] = per_vocabulary(
                 vocab, "compiled", lambda: Lru(lim.compiled_per_vocabulary)
             )
-            return cache.get_or_make((type(self).__qualname__, key, lim), lambda: self._compile(vocab))
+            return cache.get_or_make((type(self).__qualname__, key, lim, name), lambda: self._compile(vocab))
 
     def to_dfa(self) -> Any:
         """The grammar as one byte DFA when it is regular and small, else None (used by ``&``)."""

@@ -1,0 +1,53 @@
+"""The native engine (Rust, ``grammarmask._engine``) behind the Python engine's interface.
+
+``available()`` says whether the extension imported; :func:`native_vocabulary` gives the native form
+of a :class:`~grammarmask.Vocabulary`, built once and shared by every grammar compiled against it
+(through :func:`grammarmask.cache.per_vocabulary`). The compiled grammars live beside, one module per
+engine part (:mod:`.regular` today; the CFG engine is still the Python one).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..cache import per_vocabulary
+from ..limits import active
+
+if TYPE_CHECKING:
+    from .. import _engine as _engine_t
+    from ..vocab import Vocabulary
+
+try:
+    from .. import _engine as _engine  # re-exported for the engine modules beside
+except ImportError as e:  # a checkout whose extension was never built
+    _engine = None  # type: ignore[assignment]
+    IMPORT_ERROR: str = str(e)
+else:
+    IMPORT_ERROR = ""
+
+__all__ = ["IMPORT_ERROR", "available", "native_vocabulary"]
+
+
+def available() -> bool:
+    """Whether the native extension ``grammarmask._engine`` is importable."""
+    return _engine is not None
+
+
+def native_vocabulary(vocab: Vocabulary) -> _engine_t.Vocabulary:
+    """The native vocabulary of ``vocab`` (made once per vocabulary; the first compile's
+    ``Limits.class_tries_per_vocabulary`` bounds the token tries it keeps)."""
+
+    def make() -> _engine_t.Vocabulary:
+        tb = vocab.token_bytes
+        lengths = np.fromiter(map(len, tb), dtype=np.uint32, count=len(tb))
+        return _engine.Vocabulary(
+            b"".join(tb),
+            lengths.tobytes(),
+            sorted(vocab.special_ids),
+            vocab.size,
+            active().class_tries_per_vocabulary,
+        )
+
+    return per_vocabulary(vocab, "native.vocab", make)

@@ -1,0 +1,16 @@
+//! grammarmask's native engine. Exposed to Python as `grammarmask._engine` (with the `python`
+//! feature, which maturin turns on); the pure-Python engine is its executable specification.
+//!
+//! One job per module: [`vocab`] the token bytes of a vocabulary, [`trie`] the token trie,
+//! [`classes`] an automaton's byte classes, [`regular`] the regular index, [`lru`] the bounded
+//! cache, [`error`] the error type, and `python` the bindings.
+
+pub mod classes;
+pub mod error;
+pub mod lru;
+pub mod regular;
+pub mod trie;
+pub mod vocab;
+
+#[cfg(feature = "python")]
+mod python;

@@ -1,0 +1,193 @@
+//! The native vocabulary: every token id's bytes, which ids are normal (neither special, nor empty,
+//! nor padding), and the token tries of the byte-class maps in use. Built once per vocabulary and
+//! shared (behind an `Arc`) by every grammar compiled against it.
+
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+
+use crate::error::{Error, Result};
+use crate::lru::Lru;
+use crate::trie::TokenTrie;
+
+/// Token bytes (one flat buffer), the normal ids, the model's vocabulary size, and a bounded cache
+/// of token tries by class map.
+#[derive(Debug)]
+pub struct Vocab {
+    bytes: Vec<u8>,
+    offsets: Vec<usize>,
+    normal: Vec<bool>,
+    size: usize,
+    tries: Mutex<Lru<[u8; 256], Arc<TokenTrie>>>,
+}
+
+/// Tries kept per vocabulary unless the caller says otherwise (`Limits.class_tries_per_vocabulary`).
+pub const DEFAULT_TRIES: usize = 8;
+
+impl Vocab {
+    /// A vocabulary of `size` ids whose first `lengths.len()` have the bytes `data` cut at `lengths`.
+    ///
+    /// Ids in `specials` and tokens with no bytes are never legal; ids from `lengths.len()` to
+    /// `size` are padding.
+    pub fn new(
+        data: Vec<u8>,
+        lengths: &[u32],
+        specials: &[i64],
+        size: usize,
+        tries: usize,
+    ) -> Result<Vocab> {
+        let mut offsets = Vec::with_capacity(lengths.len() + 1);
+        offsets.push(0usize);
+        let mut acc = 0usize;
+        for &n in lengths {
+            acc += n as usize;
+            offsets.push(acc);
+        }
+        if acc != data.len() {
+            return Err(Error::new(format!(
+                "native vocabulary: the token lengths add up to {acc} bytes, but {} were given",
+                data.len()
+            )));
+        }
+        if size < lengths.len() {
+            return Err(Error::new(format!(
+                "native vocabulary: size {size} is smaller than the {} tokens given",
+                lengths.len()
+            )));
+        }
+        if size >= u32::MAX as usize {
+            return Err(Error::new(format!(
+                "native vocabulary: size {size} is too large"
+            )));
+        }
+        let mut normal: Vec<bool> = lengths.iter().map(|&n| n > 0).collect();
+        for &s in specials {
+            match usize::try_from(s) {
+                Ok(s) if s < size => {
+                    if s < normal.len() {
+                        normal[s] = false;
+                    }
+                }
+                _ => {
+                    return Err(Error::new(format!(
+                        "native vocabulary: special token id {s} is outside the vocabulary (size {size})"
+                    )))
+                }
+            }
+        }
+        Ok(Vocab {
+            bytes: data,
+            offsets,
+            normal,
+            size,
+            tries: Mutex::new(Lru::new(tries.max(1))),
+        })
+    }
+
+    /// A vocabulary from one byte string per id (tests and tools).
+    pub fn from_tokens(tokens: Vec<Vec<u8>>, specials: &[i64], size: usize) -> Result<Vocab> {
+        let lengths: Vec<u32> = tokens.iter().map(|t| t.len() as u32).collect();
+        Vocab::new(tokens.concat(), &lengths, specials, size, DEFAULT_TRIES)
+    }
+
+    /// The model's vocabulary size (padding included).
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Words in a packed mask: `ceil(size / 32)`.
+    pub fn n_words(&self) -> usize {
+        self.size.div_ceil(32)
+    }
+
+    /// Number of ids that have bytes (the tokenizer's tokens; the rest is padding).
+    pub fn n_tokens(&self) -> usize {
+        self.normal.len()
+    }
+
+    /// Every token's bytes, one after another.
+    pub fn flat_bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// Where token `t`'s bytes lie in [`Vocab::flat_bytes`] (`t < n_tokens()`).
+    #[inline]
+    pub fn span(&self, t: usize) -> Range<usize> {
+        self.offsets[t]..self.offsets[t + 1]
+    }
+
+    /// The bytes of a normal token, None for special, empty, padding or out-of-range ids.
+    #[inline]
+    pub fn normal_bytes(&self, t: i64) -> Option<&[u8]> {
+        let t = usize::try_from(t).ok()?;
+        if *self.normal.get(t)? {
+            Some(&self.bytes[self.span(t)])
+        } else {
+            None
+        }
+    }
+
+    /// The ids of the normal tokens, ascending.
+    pub fn normal_ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.normal
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n)
+            .map(|(t, _)| t as u32)
+    }
+
+    /// The token trie under the byte -> class map `map` (built once, then cached while in use).
+    pub fn trie(&self, map: &[u8; 256]) -> Arc<TokenTrie> {
+        if let Some(hit) = lock(&self.tries).get(map) {
+            return hit;
+        }
+        let trie = Arc::new(TokenTrie::build(self, map)); // outside the lock: a race builds a spare
+        lock(&self.tries).put(*map, Arc::clone(&trie));
+        trie
+    }
+
+    /// Tries held in the cache.
+    pub fn tries_cached(&self) -> usize {
+        lock(&self.tries).len()
+    }
+}
+
+/// The mutex's data even if a panic poisoned it (the caches stay consistent: a panic cannot
+/// interrupt a `get` or `put` half way through a state it would leave broken for readers).
+pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Vocab;
+
+    #[test]
+    fn specials_empty_and_padding_are_not_normal() {
+        let v =
+            Vocab::from_tokens(vec![b"".to_vec(), b"a".to_vec(), b"b".to_vec()], &[2], 40).unwrap();
+        assert_eq!(v.normal_ids().collect::<Vec<_>>(), vec![1]);
+        assert_eq!(v.normal_bytes(1), Some(&b"a"[..]));
+        assert_eq!(v.normal_bytes(2), None);
+        assert_eq!(v.normal_bytes(3), None);
+        assert_eq!(v.normal_bytes(-1), None);
+        assert_eq!(v.n_words(), 2);
+    }
+
+    #[test]
+    fn refuses_inconsistent_input() {
+        assert!(Vocab::new(b"abc".to_vec(), &[1, 1], &[], 2, 1).is_err());
+        assert!(Vocab::new(b"ab".to_vec(), &[1, 1], &[], 1, 1).is_err());
+        assert!(Vocab::new(b"ab".to_vec(), &[1, 1], &[5], 2, 1).is_err());
+        assert!(Vocab::new(b"ab".to_vec(), &[1, 1], &[-1], 2, 1).is_err());
+    }
+
+    #[test]
+    fn tries_are_cached_and_bounded() {
+        let v = Vocab::new(b"ab".to_vec(), &[1, 1], &[], 2, 1).unwrap();
+        let id = crate::classes::ByteClasses::identity().map;
+        let a = v.trie(&id);
+        assert!(std::sync::Arc::ptr_eq(&a, &v.trie(&id)));
+        v.trie(&[0u8; 256]);
+        assert_eq!(v.tries_cached(), 1);
+    }
+}
