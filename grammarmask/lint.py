@@ -14,7 +14,8 @@ code                      severity  meaning
 ``unsupported-terminal``  note      a terminal grammarmask cannot compile to an automaton
 ========================  ========  =======================================================
 
-Lark text is loaded with lark's own loader (``lark.Lark``), GBNF with grammarmask's GBNF parser.
+Lark text is loaded with lark's own loader (``lark.Lark``); GBNF is read by grammarmask's GBNF
+front end into IR expressions (:mod:`grammarmask.ir.builder`), which the lint walks.
 
 Examples
 --------
@@ -30,7 +31,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from .errors import GrammarError
 
@@ -111,8 +111,11 @@ def lint_lark(text: str, *, start: str = "start", import_paths: Sequence[str] = 
     import lark
     from lark.exceptions import LarkError
 
+    from .frontends.lark import check_nesting
+
     if not isinstance(text, str):
         raise GrammarError(f"Lark grammar text must be str, got {type(text).__name__}")
+    check_nesting(text)
     try:
         parser = lark.Lark(text, start=start, import_paths=list(import_paths))
     except LarkError as e:
@@ -210,14 +213,10 @@ def lint_gbnf(text: str, *, start: str = "root") -> list[Finding]:
     GrammarError
         The text does not parse (line and column of the problem), or ``start`` is not defined.
     """
-    from .frontends.gbnf import _Alt, _Lit, _Parser, _Ref, _Rep
+    from .frontends.gbnf import parse_gbnf
+    from .ir.builder import Alt, Expr, Lit, Pat, Ref, Rep, Seq
 
-    if not isinstance(text, str):
-        raise GrammarError(f"GBNF grammar text must be str, got {type(text).__name__}")
-    p = _Parser(text)
-    defs = p.parse()
-    if start not in defs:
-        raise GrammarError(f"the grammar has no {start!r} rule (the start rule)")
+    defs, p = parse_gbnf(text, start=start)
     out: list[Finding] = []
 
     def add(name: str, severity: str, code: str, message: str) -> None:
@@ -230,8 +229,14 @@ def lint_gbnf(text: str, *, start: str = "root") -> list[Finding]:
     refs: dict[str, set[str]] = {n: set() for n in defs}
     counter = [0]
 
-    def sym(node: Any, owner: str) -> tuple[bool, str]:
-        if isinstance(node, _Lit):
+    def items(e: Expr) -> tuple[Expr, ...]:
+        return e.items if isinstance(e, Seq) else (e,)
+
+    def sym(node: Expr, owner: str) -> tuple[bool, str]:
+        if isinstance(node, Lit):
+            lits[re.escape(node.text)] = True  # a literal always matches its text
+            return True, re.escape(node.text)
+        if isinstance(node, Pat):
             key = node.regex
             if key not in lits:
                 lits[key] = _terminal_language(key) is not False
@@ -243,29 +248,24 @@ def lint_gbnf(text: str, *, start: str = "root") -> list[Finding]:
                         f"rule {owner!r} has a character class that matches nothing",
                     )
             return True, key
-        if isinstance(node, _Ref):
-            if node.name not in defs:
-                line, col = _line_col(text, node.pos)
-                raise GrammarError(
-                    f"rule {node.name!r} is used but not defined", line=line, column=col, text=text
-                )
+        if isinstance(node, Ref):
             refs[owner].add(node.name)
             return False, node.name
         counter[0] += 1
         helper = f"\0{counter[0]}"
-        if isinstance(node, _Alt):
-            for seq in node.alts:
-                prods.append((helper, [sym(n, owner) for n in seq]))
-        elif isinstance(node, _Rep):
-            inner = sym(node.node, owner)
+        if isinstance(node, Alt):
+            for x in node.alts:
+                prods.append((helper, [sym(n, owner) for n in items(x)]))
+        elif isinstance(node, Rep):
+            inner = sym(node.item, owner)
             prods.append((helper, [inner] * node.lo))  # the shortest expansion decides productivity
-        else:  # pragma: no cover - the parser makes only these nodes
-            raise GrammarError(f"unexpected GBNF node {node!r}")
+        else:  # a Seq
+            prods.append((helper, [sym(n, owner) for n in items(node)]))
         return False, helper
 
     for name, body in defs.items():
-        for seq in body.alts:
-            prods.append((name, [sym(n, name) for n in seq]))
+        for x in body.alts if isinstance(body, Alt) else (body,):
+            prods.append((name, [sym(n, name) for n in items(x)]))
     productive = _productive(prods, {k for k, ok in lits.items() if ok})
     reach = {start}
     stack = [start]

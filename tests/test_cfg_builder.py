@@ -45,6 +45,9 @@ def _extend(children: st.SearchStrategy[Expr]) -> st.SearchStrategy[Expr]:
         children.map(opt),
         children.map(star),
         children.map(lambda x: Rep(x, 1, None)),
+        st.tuples(children, st.integers(0, 2), st.integers(0, 2), st.booleans()).map(
+            lambda a: Rep(a[0], a[1], None if a[3] else a[1] + a[2])
+        ),
     )
 
 
@@ -70,6 +73,30 @@ def test_lowering_agrees_with_lark_on_the_printed_text(start: Expr, r1: Expr, r2
     parser = lark.Lark(to_lark(rules), parser="earley", lexer="dynamic")
     for s in STRINGS:
         assert _accepts(cfg, s) == parses(parser, s), (to_lark(rules), s)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(exprs, exprs, exprs)
+def test_scannerless_lowering_agrees_with_lark_trying_every_lexeme(start: Expr, r1: Expr, r2: Expr) -> None:
+    """GBNF's policy (no longest match) is lark's Earley with the dynamic_complete lexer."""
+    rules = {"start": start, "r1": r1, "r2": seq(Lit("b"), r2)}
+    try:
+        cfg = build_cfg(rules, scannerless=True)
+    except gm.GrammarError:
+        assume(False)
+    parser = lark.Lark(to_lark(rules), parser="earley", lexer="dynamic_complete")
+    for s in STRINGS:
+        assert _accepts(cfg, s) == parses(parser, s), (to_lark(rules), s)
+
+
+def test_counted_repeats_lower_to_copies_and_a_chain_of_options() -> None:
+    for lo, hi in [(0, 0), (0, 1), (0, 3), (2, 2), (1, 3), (2, None), (0, None), (1, None)]:
+        for scannerless in (False, True):
+            cfg = build_cfg({"start": seq(Rep(seq(Lit("a"), Ref("x")), lo, hi), Lit("b")), "x": Ref("y"),
+                             "y": alt([EMPTY, Ref("x")])}, scannerless=scannerless)
+            for n in range(6):
+                ok = n >= lo and (hi is None or n <= hi)
+                assert _accepts(cfg, "a" * n + "b") == ok, (lo, hi, scannerless, n)
 
 
 def test_printing_brackets_what_binds_looser() -> None:

@@ -186,3 +186,19 @@ def test_corpus_gbnf_examples(name: str) -> None:
     g = Gbnf.from_file(f"{SHARED_CORPUS}/gbnf/llama.cpp/{name}")
     for s in CORPUS_EXAMPLES[name]:
         assert_accepts(g, s)
+
+
+def test_groups_nested_past_the_limit_are_refused_where_they_start() -> None:
+    from grammarmask.ir.builder import MAX_GROUP_NESTING as limit
+
+    assert_accepts(Gbnf("root ::= " + "(" * limit + '"a"' + ")" * limit), "a")
+    for depth in (limit + 1, 500, 5000):
+        with pytest.raises(GrammarError, match=f"nested more than {limit} deep") as e:
+            Gbnf("root ::= " + "(" * depth + '"a"' + ")" * depth)
+        assert (e.value.line, e.value.column) == (1, 10 + limit)
+
+
+def test_the_first_undefined_reference_in_the_text_is_reported() -> None:
+    with pytest.raises(GrammarError, match="undefined rule 'b'") as e:
+        Gbnf('root ::= a b\na ::= "x" c\n')
+    assert (e.value.line, e.value.column) == (1, 12)

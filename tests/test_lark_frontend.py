@@ -79,6 +79,26 @@ def test_start_option() -> None:
     assert_rejects(g, "xy")
 
 
+def test_a_grammar_without_the_start_rule_says_so() -> None:
+    for text in ('x: "a"\n', 'X: "a"\n', "%import common.WS\n"):
+        with pytest.raises(GrammarError, match="no rule named 'start'"):
+            Lark(text)
+    with pytest.raises(GrammarError, match="no rule named 'y'"):
+        Lark('x: "a"\n', start="y")
+
+
+def test_groups_nested_past_the_limit_are_refused_where_they_start() -> None:
+    from grammarmask.ir.builder import MAX_GROUP_NESTING as limit
+
+    assert_accepts(Lark("start: " + "(" * limit + '"a"' + ")" * limit), "a")
+    # strings, regexes and comments do not count
+    assert_accepts(Lark('start: "(((" /[(]+/ // ' + "(" * 200 + "\n"), "((((")
+    for depth in (limit + 1, 500, 5000):
+        with pytest.raises(GrammarError, match=f"nested more than {limit} deep") as e:
+            Lark("start: " + "[" * depth + '"a"' + "]" * depth)
+        assert (e.value.line, e.value.column) == (1, 8 + limit)
+
+
 # Bad grammars: (text, expected substring, line, column)
 ERRORS = {
     "syntax": ('start: "a" (\n', "parenthesis", 1, 13),

@@ -7,22 +7,22 @@ Syntax (llama.cpp ``grammars/README.md``): ``name ::= alternatives``; ``|`` alte
 Newlines end a sequence, except inside parentheses and after ``::=`` or ``|``.
 
 Semantics are llama.cpp's: every character is matched exactly, no implicit whitespace, no longest
-match. Each run of regular elements in a sequence (no rule references) becomes one *non-greedy*
-terminal (it may end at any accepting point, so the translation is exact); everything else becomes
-rules. A rule whose body is regular becomes a single terminal.
+match. The parser writes the rules as IR expressions (:mod:`grammarmask.ir.builder`) and the
+builder lowers them with its *scannerless* policy: each run of regular elements in a sequence
+becomes one non-greedy terminal, everything else becomes rules.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Hashable
-from dataclasses import dataclass
 from typing import Any
 
 from .._args import read_grammar_file
 from ..engine import compile_cfg
 from ..errors import GrammarError
 from ..grammar import CompiledGrammar, Grammar
+from ..ir.builder import EMPTY, MAX_GROUP_NESTING, Expr, Lit, Pat, Ref, Rep, alt, build_cfg, seq
 from ..vocab import Vocabulary
 
 __all__ = ["Gbnf"]
@@ -32,37 +32,16 @@ _SIMPLE_ESC = {"t": "\t", "n": "\n", "r": "\r", "\\": "\\", '"': '"', "[": "[", 
 _HEX_ESC = {"x": 2, "u": 4, "U": 8}
 
 
-# --- syntax tree --------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class _Lit:
-    regex: str  # a regular Python pattern (literal, class, any)
-
-
-@dataclass(frozen=True)
-class _Ref:
-    name: str
-    pos: int
-
-
-@dataclass(frozen=True)
-class _Alt:
-    alts: tuple[tuple[Any, ...], ...]  # sequences of nodes
-
-
-@dataclass(frozen=True)
-class _Rep:
-    node: Any
-    lo: int
-    hi: int | None
-
+# --- parser: GBNF text to IR expressions --------------------------------------------------
 
 class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
         self.pos = 0
-        self.rules: dict[str, _Alt] = {}
+        self.rules: dict[str, Expr] = {}
         self.rule_pos: dict[str, int] = {}
+        self.refs: list[tuple[str, int]] = []  # every rule reference and where it is
+        self.depth = 0
 
     def error(self, message: str, pos: int | None = None) -> GrammarError:
         p = self.pos if pos is None else pos
@@ -82,7 +61,7 @@ class _Parser:
             else:
                 break
 
-    def parse(self) -> dict[str, _Alt]:
+    def parse(self) -> dict[str, Expr]:
         self.space(True)
         while self.pos < len(self.text):
             start = self.pos
@@ -107,16 +86,23 @@ class _Parser:
             self.space(True)
         return self.rules
 
-    def alternatives(self, nested: bool) -> _Alt:
+    def alternatives(self, nested: bool) -> Expr:
         alts = [self.sequence(nested)]
         while self.pos < len(self.text) and self.text[self.pos] == "|":
             self.pos += 1
             self.space(True)
             alts.append(self.sequence(nested))
-        return _Alt(tuple(alts))
+        return alt(alts)
 
-    def sequence(self, nested: bool) -> tuple[Any, ...]:
-        items: list[Any] = []
+    def undefined(self) -> GrammarError | None:
+        """The first reference (in text order) to a rule that is not defined, as an error."""
+        for name, pos in self.refs:
+            if name not in self.rules:
+                return self.error(f"undefined rule {name!r}", pos)
+        return None
+
+    def sequence(self, nested: bool) -> Expr:
+        items: list[Expr] = []
         t = self.text
         while self.pos < len(t):
             c = t[self.pos]
@@ -131,16 +117,20 @@ class _Parser:
                         self.pos += 1
                         break
                     chars.append(self.char())
-                node: Any = _Lit("".join(re.escape(ch) for ch in chars)) if chars else None
+                node: Expr | None = Lit("".join(chars)) if chars else None
             elif c == "[":
-                node = _Lit(self.char_class())
+                node = Pat(self.char_class())
             elif c == ".":
                 self.pos += 1
-                node = _Lit("(?s:.)")
+                node = Pat("(?s:.)")
             elif c == "(":
+                if self.depth >= MAX_GROUP_NESTING:
+                    raise self.error(f"groups nested more than {MAX_GROUP_NESTING} deep")
                 self.pos += 1
                 self.space(True)
+                self.depth += 1
                 node = self.alternatives(nested=True)
+                self.depth -= 1
                 if self.pos >= len(t) or t[self.pos] != ")":
                     raise self.error("expected ')' to close the group opened here", start)
                 self.pos += 1
@@ -148,7 +138,8 @@ class _Parser:
                 m = _NAME.match(t, self.pos)
                 assert m is not None
                 self.pos = m.end()
-                node = _Ref(m.group(0), start)
+                node = Ref(m.group(0))
+                self.refs.append((m.group(0), start))
             elif c == "<" or c == "!":
                 raise self.error(f"{c!r}: token references and other llama.cpp extensions are not supported")
             else:
@@ -158,9 +149,9 @@ class _Parser:
             if node is not None:
                 items.append(node)
             self.space(nested)
-        return tuple(items)
+        return seq(*items) if items else EMPTY
 
-    def postfix(self, node: Any) -> Any:
+    def postfix(self, node: Expr | None) -> Expr | None:
         t = self.text
         while self.pos < len(t) and t[self.pos] in "*+?{":
             c = t[self.pos]
@@ -179,7 +170,7 @@ class _Parser:
                 self.pos += 1
             if node is None:
                 raise self.error(f"{c!r} has nothing to repeat", start)
-            node = _Rep(node, lo, hi)
+            node = Rep(node, lo, hi)
             self.space(False)
         return node
 
@@ -239,204 +230,29 @@ def _cls(c: str) -> str:
     return f"\\U{ord(c):08x}"
 
 
-# --- translation --------------------------------------------------------------------------------
-
-def _regex_of(node: Any, inline: dict[str, str] | None = None) -> str | None:
-    """The node as a regular pattern, or None if it references a rule that is not in ``inline``."""
-    if isinstance(node, _Lit):
-        return node.regex
-    if isinstance(node, _Ref):
-        return None if inline is None else inline.get(node.name)
-    if isinstance(node, _Alt):
-        seqs = []
-        for seq in node.alts:
-            parts = [_regex_of(n, inline) for n in seq]
-            if any(p is None for p in parts):
-                return None
-            seqs.append("".join(f"(?:{p})" for p in parts if p))
-        return "(?:" + "|".join(seqs) + ")"
-    if isinstance(node, _Rep):
-        inner = _regex_of(node.node, inline)
-        if inner is None:
-            return None
-        hi = "" if node.hi is None else str(node.hi)
-        return f"(?:{inner}){{{node.lo},{hi}}}"
-    raise TypeError(node)
-
-
-_INLINE_MAX = 400  # regular rules up to this pattern length are inlined where they are used
-
-
-def _inlinable(rules: dict[str, _Alt]) -> dict[str, str]:
-    """Rules whose body is regular once smaller such rules are substituted: name -> pattern."""
-    out: dict[str, str] = {}
-    changed = True
-    while changed:
-        changed = False
-        for name, body in rules.items():
-            if name in out:
-                continue
-            rx = _regex_of(body, out)
-            if rx is not None and len(rx) <= _INLINE_MAX:
-                out[name] = rx
-                changed = True
-    return out
-
-
-class _Builder:
-    def __init__(self, parser: _Parser) -> None:
-        from ..ir import Rule, Terminal
-
-        self.Rule, self.Terminal = Rule, Terminal
-        self.p = parser
-        self.nts: dict[str, int] = {}
-        self.rules: list[Any] = []
-        self.terminals: list[Any] = []
-        self.term_ids: dict[str, int | None] = {}
-        self.fresh = 0
-        self.inline = _inlinable(parser.rules)
-
-    def nt(self, name: str) -> int:
-        return self.nts.setdefault(name, len(self.nts))
-
-    def terminal(self, regex: str) -> tuple[int | None, bool]:
-        """A non-greedy terminal for ``regex`` minus the empty string, and whether ε was in it."""
-        from ..automata import regex_to_dfa
-
-        dfa = regex_to_dfa(regex)
-        nullable = bool(dfa.accepting[dfa.start]) if dfa.start else False
-        if regex not in self.term_ids:
-            dfa = _without_empty(dfa)
-            if dfa is None:
-                self.term_ids[regex] = None
-            else:
-                self.term_ids[regex] = len(self.terminals)
-                self.terminals.append(self.Terminal(f"T{len(self.terminals)}", dfa, greedy=False))
-        return self.term_ids[regex], nullable
-
-    def add(self, lhs: int, rhs: list[int]) -> None:
-        self.rules.append(self.Rule(lhs, tuple(rhs)))
-
-    def regular(self, regex: str) -> int | None:
-        """A symbol for the regular language ``regex``: its terminal, or ``N -> T | ε`` when it holds ε."""
-        tid, nullable = self.terminal(regex)
-        if not nullable:
-            return None if tid is None else ~tid
-        key = f"__gbnf_opt_{regex}"
-        if key not in self.nts:
-            lhs = self.nt(key)
-            self.add(lhs, [])
-            if tid is not None:
-                self.add(lhs, [~tid])
-        return self.nts[key]
-
-    def sequence(self, lhs: int, seq: tuple[Any, ...]) -> None:
-        """Add ``lhs -> seq``, merging runs of regular elements into terminals."""
-        rhs: list[int] = []
-        run: list[str] = []
-
-        def flush() -> None:
-            if run:
-                sym = self.regular("".join(f"(?:{r})" for r in run))
-                run.clear()
-                if sym is not None:
-                    rhs.append(sym)
-
-        for node in seq:
-            rx = _regex_of(node, self.inline)
-            if rx is not None:
-                if rx:
-                    run.append(rx)
-                continue
-            flush()
-            rhs.append(self.symbol(node))
-        flush()
-        self.add(lhs, rhs)
-
-    def body(self, lhs: int, alt: _Alt) -> None:
-        """Add the alternatives of ``alt`` for ``lhs`` (one terminal when the whole body is regular)."""
-        rx = _regex_of(alt, self.inline)
-        if rx is not None and len(alt.alts) > 1:
-            sym = self.regular(rx)
-            self.add(lhs, [] if sym is None else [sym])
-            return
-        for seq in alt.alts:
-            self.sequence(lhs, seq)
-
-    def symbol(self, node: Any) -> int:
-        if isinstance(node, _Ref):
-            if node.name not in self.p.rules:
-                raise self.p.error(f"undefined rule {node.name!r}", node.pos)
-            return self.nt(node.name)
-        self.fresh += 1
-        lhs = self.nt(f"__gbnf_{self.fresh}")
-        if isinstance(node, _Alt):
-            self.body(lhs, node)
-        elif isinstance(node, _Rep):
-            self.repeat(lhs, node)
-        return lhs
-
-    def repeat(self, lhs: int, node: _Rep) -> None:
-        item = self.symbol(node.node)
-        if node.hi is None:
-            # lhs -> item^lo star;  star -> ε | star item  (left recursion: no Earley blow-up)
-            self.fresh += 1
-            star = self.nt(f"__gbnf_{self.fresh}")
-            self.add(star, [])
-            self.add(star, [star, item])
-            self.add(lhs, [item] * node.lo + [star])
-            return
-        # lhs -> item^lo opt_{hi-lo}; opt_k -> ε | item opt_{k-1}
-        tail: list[int] = []
-        for _ in range(node.hi - node.lo):
-            self.fresh += 1
-            opt = self.nt(f"__gbnf_{self.fresh}")
-            self.add(opt, [])
-            self.add(opt, [item, *tail])
-            tail = [opt]
-        self.add(lhs, [item] * node.lo + tail)
-
-
-def _without_empty(dfa: Any) -> Any:
-    """``dfa`` minus the empty string (None when nothing is left)."""
-    import numpy as np
-
-    from ..automata import DFA
-
-    if not dfa.start or not dfa.accepting[dfa.start]:
-        return dfa
-    tr = np.vstack([dfa.transitions, dfa.transitions[dfa.start][None, :]])
-    acc = np.append(dfa.accepting, False)
-    if not tr[-1].any():
-        return None
-    return DFA(tr, acc, tr.shape[0] - 1)
-
-
-def gbnf_to_cfg(text: str, *, start: str = "root") -> Any:
-    """Parse GBNF ``text`` and translate it to a validated :class:`~grammarmask.cfg.Cfg`."""
-    from ..ir import Cfg
-
+def parse_gbnf(text: str, *, start: str = "root") -> tuple[dict[str, Expr], _Parser]:
+    """GBNF ``text`` as IR expressions (rule name -> body), and the parser (rule and reference
+    positions). Raises GrammarError for a syntax error, an undefined rule or a missing start rule."""
     if not isinstance(text, str):
         raise GrammarError(f"GBNF grammar text must be str, got {type(text).__name__}")
     parser = _Parser(text)
     rules = parser.parse()
     if start not in rules:
         raise GrammarError(f"the grammar has no {start!r} rule (the start rule)", line=1, column=1, text=text)
-    b = _Builder(parser)
-    b.nt(start)
-    order = [start] + [n for n in rules if n != start]
-    for name in order:
-        lhs = b.nt(name)
-        b.body(lhs, rules[name])
-    names = [""] * len(b.nts)
-    for n, i in b.nts.items():
-        names[i] = n
+    err = parser.undefined()
+    if err is not None:
+        raise err
+    return rules, parser
+
+
+def gbnf_to_cfg(text: str, *, start: str = "root") -> Any:
+    """Parse GBNF ``text`` and lower it to a validated :class:`~grammarmask.ir.Cfg`."""
+    rules, parser = parse_gbnf(text, start=start)
     positions = {}
     for n, p in parser.rule_pos.items():
         err = parser.error("", p)
         positions[n] = (err.line or 1, err.column or 1)
-    cfg = Cfg(tuple(names), tuple(b.terminals), tuple(b.rules), b.nt(start), (), positions, text)
-    return cfg.validated()
+    return build_cfg(rules, start, scannerless=True, positions=positions, source=text)
 
 
 class Gbnf(Grammar):

@@ -1,4 +1,5 @@
-"""Lark grammars: loaded with lark's own loader, translated to the CFG IR, masked by the Earley backend.
+"""Lark grammars: loaded with lark's own loader, written as IR expressions (:mod:`grammarmask.ir.builder`),
+lowered by the builder and masked by the Earley engine.
 
 ``Lark(text)`` accepts exactly what ``lark.Lark(text, parser="earley", lexer="dynamic")`` parses (lark's
 default): terminals are greedy (longest match at each position), ``%ignore`` terminals may sit between
@@ -19,6 +20,7 @@ from .._args import read_grammar_file
 from ..engine import compile_cfg
 from ..errors import GrammarError
 from ..grammar import CompiledGrammar, Grammar
+from ..ir.builder import EMPTY, MAX_GROUP_NESTING, Expr, Pat, Ref, alt, build_cfg, seq
 from ..vocab import Vocabulary
 
 __all__ = ["Lark"]
@@ -28,6 +30,8 @@ __all__ = ["Lark"]
 _LOOKBEHIND_REWRITES = {
     r'".*?(?<!\\)(\\\\)*?"': r'"(?:[^"\\\n]|\\[^\n])*"',
 }
+
+_NO_START = "lark: the grammar has no rule named {!r} (the start rule; pass start=... to use another)"
 
 _POS = re.compile(r"at line (\d+),? column (\d+)")
 
@@ -124,16 +128,41 @@ def _terminal_dfa(name: str, regexp: str, text: str) -> Any:
     return dfa
 
 
+def check_nesting(text: str) -> None:
+    """Refuse groups nested deeper than MAX_GROUP_NESTING before lark's loader recurses on them
+    (strings, /regexes/ and // comments skipped)."""
+    depth, i, n = 0, 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == '"' or (c == "/" and text[i + 1 : i + 2] != "/"):
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            i = j
+        elif c == "/":  # a // comment
+            while i < n and text[i] != "\n":
+                i += 1
+        elif c in "([":
+            depth += 1
+            if depth > MAX_GROUP_NESTING:
+                line = text.count("\n", 0, i) + 1
+                col = i - (text.rfind("\n", 0, i) + 1) + 1
+                raise GrammarError(f"groups nested more than {MAX_GROUP_NESTING} deep", line=line,
+                                   column=col, text=text)
+        elif c in ")]":
+            depth -= 1
+        i += 1
+
+
 def lark_to_cfg(text: str, *, start: str = "start", source_path: str | None = None,
                 import_paths: Sequence[str] = ()) -> Any:
     """Load ``text`` with lark and translate it to a validated :class:`~grammarmask.cfg.Cfg`."""
     from lark.exceptions import LarkError
     from lark.load_grammar import load_grammar
 
-    from ..ir import Cfg, Rule, Terminal
-
     if not isinstance(text, str):
         raise GrammarError(f"Lark grammar text must be str, got {type(text).__name__}")
+    check_nesting(text)
     gc_was_on = gc.isenabled()
     try:
         # lark's own loader and EBNF->BNF compiler (what lark.Lark runs before building its parser).
@@ -146,8 +175,7 @@ def lark_to_cfg(text: str, *, start: str = "start", source_path: str | None = No
         lark_terminals, lark_rules, ignore_names = grammar.compile([start], set())
     except LarkError as e:
         if f"undefined rule: NonTerminal('{start}')" in str(e):
-            raise GrammarError(f"lark: the grammar has no rule named {start!r} (the start rule; pass "
-                               "start=... to use another)") from None
+            raise GrammarError(_NO_START.format(start)) from None
         raise _lark_error(e, text) from None
     except re.error as e:
         raise GrammarError(f"lark: bad regular expression: {e}", text=text) from None
@@ -155,38 +183,33 @@ def lark_to_cfg(text: str, *, start: str = "start", source_path: str | None = No
         if gc_was_on:
             gc.enable()
     terms = {t.name: t for t in lark_terminals}
-    nts: dict[str, int] = {}
-    term_ids: dict[str, int] = {}
-    terminals: list[Terminal] = []
+    patterns: dict[str, Pat] = {}
 
-    def nt(name: str) -> int:
-        return nts.setdefault(name, len(nts))
-
-    def term(name: str) -> int:
-        if name not in term_ids:
+    def terminal(name: str) -> Pat:
+        pat = patterns.get(name)
+        if pat is None:
             td = terms.get(name)
             if td is None:
                 pos = _find_use(text, name) or (None, None)
                 raise GrammarError(
                     f"terminal {name} has no definition (%declare): grammarmask cannot generate it",
                     line=pos[0], column=pos[1], text=text)
-            term_ids[name] = len(terminals)
-            terminals.append(Terminal(name, _terminal_dfa(name, td.pattern.to_regexp(), text),
-                                      greedy=True, priority=int(td.priority)))
-        return term_ids[name]
+            regexp = td.pattern.to_regexp()
+            pat = patterns[name] = Pat(regexp, build=functools.partial(_terminal_dfa, name, regexp, text),
+                                       name=name)
+        return pat
 
-    start_id = nt(start)
-    rules = []
+    # lark's BNF as IR expressions: one alternative per lark rule, priorities dropped (they choose
+    # among parse trees, not strings)
+    bodies: dict[str, list[Expr]] = {}
     for r in lark_rules:
-        rhs = tuple(~term(s.name) if s.is_term else nt(s.name) for s in r.expansion)
-        rules.append(Rule(nt(r.origin.name), rhs, int(r.options.priority or 0)))
-    ignore = tuple(term(n) for n in ignore_names)
-    positions = _definitions(text, nts)
-    names = [""] * len(nts)
-    for n, i in nts.items():
-        names[i] = n
-    cfg = Cfg(tuple(names), tuple(terminals), tuple(rules), start_id, ignore, positions, text)
-    return cfg.validated()
+        items = [terminal(x.name) if x.is_term else Ref(x.name) for x in r.expansion]
+        bodies.setdefault(r.origin.name, []).append(seq(*items) if items else EMPTY)
+    rules = {name: alt(alts) for name, alts in bodies.items()}
+    if start not in rules:  # lark compiles a grammar with no start rule to no rules at all
+        raise GrammarError(_NO_START.format(start))
+    ignore = [terminal(n) for n in ignore_names]
+    return build_cfg(rules, start, ignore=ignore, positions=_definitions(text, rules), source=text)
 
 
 def _import_paths(paths: Sequence[str]) -> tuple[Any, ...]:

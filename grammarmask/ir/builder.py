@@ -7,13 +7,23 @@ A front end writes its grammar as rules whose bodies are :class:`Expr` values: s
 :func:`to_lark` prints the same rules as Lark grammar text, which ``lark`` parses to the same
 language (the reference the tests hold the engine to).
 
-Terminals are greedy, as in lark's dynamic lexer. A :class:`Pat` may carry ``build``, a function
-returning the DFA of exactly its regex's language, for regexes that are slow to compile (a key set's
-complement) or that only lark can run (an intersection written with lookaheads).
+Two lexing policies:
+
+- *greedy* (the default; Lark, JSON Schema): every :class:`Lit` and :class:`Pat` is a terminal and
+  lexemes follow lark's dynamic lexer (longest match). A :class:`Pat` may carry ``build``, a function
+  returning the DFA of exactly its regex's language, for regexes that are slow to compile (a key
+  set's complement) or that only lark can run (an intersection written with lookaheads), and a
+  ``name`` (a Lark terminal's), which keeps equal patterns of different names apart.
+- *scannerless* (GBNF, llama.cpp's semantics): every byte is matched exactly and no lexeme is
+  longest-match. Each maximal run of regular items in a sequence becomes one *non-greedy* terminal
+  (it may end at any accepting point, so the translation is exact); a run that holds the empty
+  string becomes ``N -> T | ()``; a rule whose whole body is regular becomes one terminal, and small
+  regular rules are inlined where they are used.
 
 Lowering: each nested alternative or repeat becomes one fresh nonterminal, shared by equal
 expressions; ``x?`` is a nullable nonterminal (not two copies of the enclosing rule, which would
-make ``k`` optional items ``2**k`` alternatives); ``x*`` and ``x+`` are left-recursive.
+make ``k`` optional items ``2**k`` alternatives); ``x*`` and ``x+`` are left-recursive (no Earley
+blow-up), and ``x{m,n}`` is ``m`` copies of ``x`` then a chain of ``n - m`` nested options.
 """
 
 from __future__ import annotations
@@ -24,12 +34,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ..errors import GrammarError
 from .cfg import Cfg, Rule, Terminal
 
 __all__ = [
-    "EMPTY", "Alt", "Expr", "Lit", "Pat", "Ref", "Rep", "Seq", "alt", "build_cfg", "opt", "seq", "star",
-    "to_lark",
+    "EMPTY", "MAX_GROUP_NESTING", "Alt", "Expr", "Lit", "Pat", "Ref", "Rep", "Seq", "alt", "build_cfg", "opt",
+    "seq", "star", "to_lark",
 ]  # fmt: skip
 
 
@@ -51,10 +63,12 @@ class Lit(Expr):
 
 @dataclass(frozen=True, slots=True)
 class Pat(Expr):
-    """The Python regex ``regex`` as a terminal; ``build()``, if given, returns its exact DFA."""
+    """The Python regex ``regex`` as a terminal; ``build()``, if given, returns its exact DFA;
+    ``name``, if given, names the terminal (patterns of different names stay different terminals)."""
 
     regex: str
     build: Callable[[], Any] | None = field(default=None, compare=False, hash=False)
+    name: str | None = None
 
     def __str__(self) -> str:
         return "/" + _LARK_ESCAPE.sub(_lark_escape, self.regex) + "/"
@@ -92,18 +106,28 @@ class Alt(Expr):
 
 @dataclass(frozen=True, slots=True)
 class Rep(Expr):
-    """``item`` repeated: ``?`` (``hi=1``), ``*`` (``lo=0``, ``hi=None``) or ``+`` (``lo=1``)."""
+    """``item`` repeated ``lo`` to ``hi`` times (``hi`` None: unbounded): ``?`` is ``(0, 1)``,
+    ``*`` is ``(0, None)``, ``+`` is ``(1, None)``."""
 
     item: Expr
     lo: int
     hi: int | None
 
     def __str__(self) -> str:
-        suffix = "?" if self.hi == 1 else "*" if self.lo == 0 else "+"
-        return _atom(self.item) + suffix
+        a = _atom(self.item)
+        lo, hi = self.lo, self.hi
+        if (lo, hi) in ((0, 1), (0, None), (1, None)):
+            return a + ("?" if hi == 1 else "*" if lo == 0 else "+")
+        if hi is None:  # lark has no open-ended ~ range
+            return f"{a} ~ {lo} {a}*"
+        return f"{a} ~ {lo}" if lo == hi else f"{a} ~ {lo}..{hi}"
 
 
 EMPTY = Seq(())
+
+#: Front ends refuse groups nested deeper than this (their parsers, lark's loader and the lowering
+#: recurse on it; real grammars nest a handful deep).
+MAX_GROUP_NESTING = 100
 
 
 def seq(*items: Expr) -> Expr:
@@ -177,12 +201,14 @@ def _literal_dfa(text: str) -> Any:
 class _Lowering:
     """One :func:`build_cfg` call: names to ids, terminals deduplicated, fresh nonterminals memoised."""
 
-    def __init__(self, rules: Mapping[str, Expr]) -> None:
+    def __init__(self, rules: Mapping[str, Expr], scannerless: bool) -> None:
         self.bodies = rules
+        self.scannerless = scannerless
+        self.inline = _inlinable(rules) if scannerless else {}
         self.nts: dict[str, int] = {}
-        self.terms: dict[Expr, int] = {}
+        self.terms: dict[Expr | str, int | None] = {}
         self.terminals: list[Terminal] = []
-        self.fresh: dict[Expr, int] = {}
+        self.fresh: dict[Expr | str, int] = {}
         self.rules: list[Rule] = []
         self.pending: list[tuple[int, str]] = []
 
@@ -197,43 +223,98 @@ class _Lowering:
             self.pending.append((n, name))
         return n
 
+    def new_nt(self, key: Expr | str) -> tuple[int, bool]:
+        """The fresh nonterminal for ``key`` and whether it is new (its rules still to add)."""
+        n = self.fresh.get(key)
+        if n is not None:
+            return n, False
+        name = f"__anon{len(self.fresh)}"
+        while name in self.bodies:  # a user's rule may be called __anon0
+            name = "_" + name
+        n = self.fresh[key] = self.nts[name] = len(self.nts)
+        return n, True
+
     def run(self, start: str) -> int:
         start_id = self.nt(start)
         while self.pending:
             n, name = self.pending.pop()
-            for rhs in self.alternatives(self.bodies[name]):
-                self.rules.append(Rule(n, rhs))
+            self.body(n, self.bodies[name])
         return start_id
 
-    def alternatives(self, e: Expr) -> list[tuple[int, ...]]:
-        return [self.sequence(x) for x in e.alts] if isinstance(e, Alt) else [self.sequence(e)]
+    def body(self, n: int, e: Expr) -> None:
+        """Add ``n -> e``: one rule per alternative (one terminal when scannerless and regular)."""
+        if self.scannerless and isinstance(e, Alt):
+            rx = _regex_of(e, self.inline)
+            if rx is not None:
+                sym = self.regular(rx)
+                self.rules.append(Rule(n, () if sym is None else (sym,)))
+                return
+        for x in e.alts if isinstance(e, Alt) else (e,):
+            self.rules.append(Rule(n, self.sequence(x)))
 
     def sequence(self, e: Expr) -> tuple[int, ...]:
         items = e.items if isinstance(e, Seq) else (e,)
-        return tuple(self.symbol(x) for x in items)
+        if not self.scannerless:
+            return tuple(self.symbol(x) for x in items)
+        rhs: list[int] = []
+        run: list[str] = []  # regular items not yet merged into a terminal
+        for x in items:
+            rx = _regex_of(x, self.inline)
+            if rx is None:
+                self.flush(run, rhs)
+                rhs.append(self.symbol(x))
+            elif rx:
+                run.append(rx)
+        self.flush(run, rhs)
+        return tuple(rhs)
+
+    def flush(self, run: list[str], rhs: list[int]) -> None:
+        if run:
+            sym = self.regular("".join(f"(?:{r})" for r in run))
+            run.clear()
+            if sym is not None:
+                rhs.append(sym)
 
     def symbol(self, e: Expr) -> int:
         if isinstance(e, Ref):
             return self.nt(e.name)
         if isinstance(e, (Lit, Pat)):
-            return ~self.terminal(e)
-        n = self.fresh.get(e)
-        if n is not None:
+            t = self.terminal(e)
+            assert t is not None
+            return ~t
+        n, new = self.new_nt(e)
+        if not new:
             return n
-        name = f"__anon{len(self.fresh)}"
-        n = self.fresh[e] = self.nts[name] = len(self.nts)
         if isinstance(e, Rep):
-            body = self.sequence(e.item)
-            # x? : () | x;  x* : () | N x;  x+ : x | N x
-            prods = [(), body] if e.hi == 1 else [() if e.lo == 0 else body, (n, *body)]
+            self.repeat(n, e)
         else:
-            prods = self.alternatives(e)
-        self.rules.extend(Rule(n, rhs) for rhs in prods)
+            self.body(n, e)
         return n
 
-    def terminal(self, e: Lit | Pat) -> int:
-        t = self.terms.get(e)
-        if t is not None:
+    def repeat(self, n: int, e: Rep) -> None:
+        body = self.sequence(e.item)
+        lo, hi = e.lo, e.hi
+        if hi == 0:
+            prods: list[tuple[int, ...]] = [()]
+        elif (lo, hi) == (0, 1):
+            prods = [(), body]
+        elif hi is None and lo <= 1:  # x* : () | N x;  x+ : x | N x
+            prods = [() if lo == 0 else body, (n, *body)]
+        elif hi is None:  # x{m,} : x^m x*
+            prods = [body * lo + (self.symbol(Rep(e.item, 0, None)),)]
+        else:  # x{m,k} : x^m O_(k-m), where O_j : () | x O_(j-1) is x{0,j} (n itself when m = 0)
+            tail: tuple[int, ...] = ()
+            for j in range(1, hi - lo + (lo > 0)):
+                o, new = self.new_nt(Rep(e.item, 0, j))
+                if new:
+                    self.rules.extend([Rule(o, ()), Rule(o, (*body, *tail))])
+                tail = (o,)
+            prods = [(), (*body, *tail)] if lo == 0 else [body * lo + tail]
+        self.rules.extend(Rule(n, rhs) for rhs in prods)
+
+    def terminal(self, e: Lit | Pat) -> int | None:
+        t = self.terms.get(e, -1)
+        if t != -1:
             return t
         if isinstance(e, Lit):
             dfa = _literal_dfa(e.text)
@@ -241,23 +322,121 @@ class _Lowering:
             try:
                 dfa = e.build() if e.build is not None else _regex_dfa(e.regex)
             except GrammarError as err:
+                if e.build is not None and err.line is not None:  # the front end said where
+                    raise
                 raise GrammarError(f"terminal {e} cannot be compiled: {err.message}") from None
         if dfa.start and dfa.accepting[dfa.start]:
             raise GrammarError(f"terminal {e} matches the empty string")
         t = self.terms[e] = len(self.terminals)
-        self.terminals.append(Terminal(str(e), dfa, greedy=True))
+        name = e.name if isinstance(e, Pat) and e.name else str(e)
+        self.terminals.append(Terminal(name, dfa, greedy=True))
         return t
 
+    def regular(self, regex: str) -> int | None:
+        """Scannerless: a symbol for the language of ``regex`` (None when it is only the empty
+        string): its non-greedy terminal, or ``N -> T | ()`` when it holds the empty string."""
+        dfa = _regex_dfa(regex)
+        nullable = bool(dfa.start) and bool(dfa.accepting[dfa.start])
+        if regex not in self.terms:
+            rest = _without_empty(dfa)
+            self.terms[regex] = None if rest is None else len(self.terminals)
+            if rest is not None:
+                self.terminals.append(Terminal(f"T{len(self.terminals)}", rest, greedy=False))
+        t = self.terms[regex]
+        if not nullable:
+            return None if t is None else ~t
+        n, new = self.new_nt("?" + regex)
+        if new:
+            self.rules.append(Rule(n, ()))
+            if t is not None:
+                self.rules.append(Rule(n, (~t,)))
+        return n
 
-def build_cfg(rules: Mapping[str, Expr], start: str = "start") -> Cfg:
+
+def _regex_of(e: Expr, inline: Mapping[str, str]) -> str | None:
+    """``e`` as a regular pattern, or None if it uses a rule that is not in ``inline``."""
+    if isinstance(e, Lit):
+        return re.escape(e.text)
+    if isinstance(e, Pat):
+        return e.regex
+    if isinstance(e, Ref):
+        return inline.get(e.name)
+    if isinstance(e, Seq):
+        parts = [_regex_of(x, inline) for x in e.items]
+        if any(p is None for p in parts):
+            return None
+        return "".join(f"(?:{p})" for p in parts if p)
+    if isinstance(e, Alt):
+        alts = [_regex_of(x, inline) for x in e.alts]
+        if any(a is None for a in alts):
+            return None
+        return "(?:" + "|".join(a or "" for a in alts) + ")"
+    if isinstance(e, Rep):
+        inner = _regex_of(e.item, inline)
+        if inner is None:
+            return None
+        return f"(?:{inner}){{{e.lo},{'' if e.hi is None else e.hi}}}"
+    raise TypeError(f"not an expression: {e!r}")
+
+
+_INLINE_MAX = 400  # scannerless: regular rules up to this pattern length are inlined where used
+
+
+def _inlinable(rules: Mapping[str, Expr]) -> dict[str, str]:
+    """Rules whose body is regular once smaller such rules are substituted: name -> pattern."""
+    out: dict[str, str] = {}
+    changed = True
+    while changed:
+        changed = False
+        for name, body in rules.items():
+            if name not in out:
+                rx = _regex_of(body, out)
+                if rx is not None and len(rx) <= _INLINE_MAX:
+                    out[name] = rx
+                    changed = True
+    return out
+
+
+def _without_empty(dfa: Any) -> Any:
+    """``dfa`` minus the empty string (None when nothing is left)."""
+    from ..automata import DFA
+
+    if not dfa.start or not dfa.accepting[dfa.start]:
+        return dfa
+    tr = np.vstack([dfa.transitions, dfa.transitions[dfa.start][None, :]])
+    if not tr[-1].any():
+        return None
+    return DFA(tr, np.append(dfa.accepting, False), tr.shape[0] - 1)
+
+
+def build_cfg(
+    rules: Mapping[str, Expr],
+    start: str = "start",
+    *,
+    ignore: Iterable[Lit | Pat] = (),
+    scannerless: bool = False,
+    positions: Mapping[str, tuple[int, int]] | None = None,
+    source: str | None = None,
+) -> Cfg:
     """The validated :class:`~grammarmask.cfg.Cfg` of ``rules`` (rule name -> body), from ``start``.
+
+    ``ignore`` are terminals that may sit between any two lexemes (Lark's ``%ignore``);
+    ``scannerless`` selects GBNF's lexing policy (module docstring); ``positions`` (rule name ->
+    line, column in ``source``) place the errors.
 
     Raises :class:`~grammarmask.errors.GrammarError` for an undefined rule, a terminal that is not
     regular or matches the empty string, or an empty language.
     """
-    low = _Lowering(rules)
+    low = _Lowering(rules, scannerless)
     start_id = low.run(start)
+    ignored = []
+    for e in ignore:
+        t = low.terminal(e)
+        assert t is not None
+        ignored.append(t)
     names = [""] * len(low.nts)
     for name, i in low.nts.items():
         names[i] = name
-    return Cfg(tuple(names), tuple(low.terminals), tuple(low.rules), start_id).validated()
+    cfg = Cfg(tuple(names), tuple(low.terminals), tuple(low.rules), start_id, tuple(ignored),
+              dict(positions or {}), source)
+    return cfg.validated()

@@ -5,8 +5,8 @@ Symbols are ints: a nonterminal is ``n >= 0`` (an index into ``Cfg.nonterminals`
 state 0 dead, trimmed). A *greedy* terminal follows lark's dynamic lexer: a lexeme ends only where the
 terminal cannot match a longer prefix of the rest of the text. A non-greedy terminal (used for GBNF's
 scannerless semantics) may end at any accepting point. Ignore terminals (``%ignore``) may sit between
-any two lexemes. Priorities are kept for reference; they choose among parse trees, not strings, so
-recognition ignores them.
+any two lexemes. The IR has no priorities: lark's choose among parse trees, not strings, so a
+recognizer has no use for them.
 
 :func:`Cfg.validated` checks the grammar: undefined/unproductive symbols, an empty language.
 """
@@ -24,12 +24,11 @@ __all__ = ["Cfg", "Rule", "Terminal"]
 
 @dataclass(frozen=True)
 class Terminal:
-    """A terminal: ``name``, its byte ``dfa``, whether it is ``greedy`` and its lark ``priority``."""
+    """A terminal: ``name``, its byte ``dfa`` and whether it is ``greedy``."""
 
     name: str
     dfa: Any
     greedy: bool = True
-    priority: int = 0
 
 
 @dataclass(frozen=True)
@@ -38,7 +37,6 @@ class Rule:
 
     lhs: int
     rhs: tuple[int, ...]
-    priority: int = 0
 
 
 @dataclass(frozen=True)
