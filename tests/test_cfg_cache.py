@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from grammarmask.cache import forget
-from grammarmask.cfg.shared import _shared_walks
+from grammarmask.cfg.lexeme_walks import _shared_walks
 from grammarmask.frontends.gbnf import Gbnf
 from grammarmask.frontends.lark import Lark
 from grammarmask.limits import Limits, in_force

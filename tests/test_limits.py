@@ -7,7 +7,7 @@ import pytest
 
 import grammarmask as gm
 from grammarmask.cache import Lru, forget, per_vocabulary
-from grammarmask.cfg.shared import _shared_walks
+from grammarmask.cfg.lexeme_walks import _shared_walks
 from grammarmask.limits import active, in_force
 from grammarmask.testing import byte_vocabulary
 

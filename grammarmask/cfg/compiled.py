@@ -8,8 +8,8 @@ at a lexeme boundary. Everything is immutable, so states are values: fork and ro
 
 Feeding a byte moves every pending lexeme's DFA; wherever one accepts, a configuration where the
 lexeme closes there is added (the parser advances over its terminal, and for a greedy terminal its DFA
-lives on as a shadow). Masks come from :mod:`.walk`: lexer-level walks cached per lexer state, asked
-to the parser once per close group.
+lives on as a shadow). Masks come from lexer-level walks (:mod:`.lexeme_walks` chooses and caches
+them), asked to the parser once per close group.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from ..ir.cfg import Cfg
 from ..limits import Limits, active
 from ..vocab import Vocabulary
 from .earley import EarleyGrammar, EarleySet
+from .lexeme_walks import LexemeWalks
 from .lexer import LexerTables
-from .shared import SharedEntries
-from .walk import Entry, Frontier, TokenWalker
+from .walk import Entry
 
 __all__ = ["CompiledCfg"]
 
@@ -47,8 +47,8 @@ class CompiledCfg(CompiledGrammar):
         self.limits = limits = limits or active()
         self.lex = LexerTables(cfg)
         self.earley = EarleyGrammar(cfg, limits)
-        self.walker = TokenWalker(self.lex, vocab, limits)
-        self._roots: Lru[Any, Any] = Lru(limits.cfg_root_frontiers)
+        #: which lexer-level walk answers a (frontier, lexeme state), and their caches
+        self.walks = LexemeWalks(self.lex, vocab, limits)
         self._masks: Lru[Any, Any] = Lru(limits.cfg_masks, limits.cfg_mask_bytes)
         self._parts: Lru[Any, Any] = Lru(limits.cfg_parts, limits.cfg_parts_bytes)
         self._collapse, self._need_max = limits.walk_collapse, limits.walk_need_max
@@ -57,9 +57,6 @@ class CompiledCfg(CompiledGrammar):
         self._any_first = 0
         for q in self.lex.start:
             self._any_first |= self.lex.first_bits[q]
-        self._root_nodes = np.zeros(1, dtype=np.int64)
-        self._plain_root = self.walker.frontier(self._root_nodes, ())
-        self.shared = SharedEntries(self.lex, self.walker, vocab)
         e0 = self.earley.initial()
         c0 = self._fresh(e0, ())
         self._initial: State = (c0,) if c0 is not None else ()
@@ -145,14 +142,15 @@ class CompiledCfg(CompiledGrammar):
             return hit  # type: ignore[no-any-return]
         parts: dict[int, Words] = {}
         first = self.lex.first_bits
+        walks = self.walks
         for e, pend, shadows, _ in state:
-            fr = self._root(shadows)
-            self._prepare(fr, pend)
+            fr = walks.root(shadows)
+            walks.prepare(fr, pend)
             for q in pend:
                 if first[q] & fr.bits:
-                    for w in self._walk(e, self._entry(fr, q))[0]:
+                    for w in self._walk(e, walks.entry(fr, q))[0]:
                         parts[id(w)] = w
-        empty = self.walker.empty
+        empty = walks.empty
         parts.pop(id(empty), None)
         if not parts:
             words = empty
@@ -168,41 +166,6 @@ class CompiledCfg(CompiledGrammar):
         return words
 
     # --- masks ----------------------------------------------------------------------------------
-
-    def _root(self, shadows: tuple[int, ...]) -> Frontier:
-        if not shadows:
-            return self._plain_root
-        fr = self._roots.get(shadows)
-        if fr is None:
-            fr = self.walker.frontier(self._root_nodes, shadows)
-            self._roots.put(shadows, fr)
-        return fr
-
-    def _entry(self, fr: Frontier, q: int) -> Entry:
-        ent = fr.entries.get(q)
-        if ent is None:
-            if fr is self._plain_root:
-                ent = self.shared.root_entry(q, fr)
-            else:
-                ent = self.shared.below_entry(fr, q) or self.walker.entry(q, fr)
-            fr.entries[q] = ent
-        return ent
-
-    def _prepare(self, fr: Frontier, pend: tuple[int, ...]) -> None:
-        """Walk every lexeme of ``pend`` not walked from ``fr`` yet: broad ones densely, the rest all
-        in one vectorised pass."""
-        if fr is self._plain_root:
-            return
-        have, first, bits = fr.entries, self.lex.first_bits, fr.bits
-        missing = tuple(q for q in pend if q not in have and first[q] & bits)
-        if missing and self.shared.below(fr):
-            for q in missing:
-                ent = self.shared.below_entry(fr, q)
-                if ent is not None:
-                    have[q] = ent
-            missing = tuple(q for q in missing if q not in have)
-        if len(missing) > 1:
-            have.update(self.walker.entries(missing, fr))
 
     def _walk(self, e: EarleySet, ent: Entry) -> tuple[tuple[Words, ...], int]:
         """Mask words whose union is the legal set below ``ent`` for parser state ``e``, and how deep
@@ -222,11 +185,11 @@ class CompiledCfg(CompiledGrammar):
                     if i:  # move to front: the depth that answered last is tried first next time
                         needs.insert(0, needs.pop(i))
                     return hit, (_DEEP if need < 0 else need)
-        lex = self.lex
+        lex, walks = self.lex, self.walks
         parts = {id(ent.inside): ent.inside}
         first = lex.first_bits
         need = 0
-        empty = self.walker.empty
+        empty = walks.empty
         for g in ent.groups:
             t = lex.term_list[g.q]
             shadows = g.after
@@ -238,7 +201,7 @@ class CompiledCfg(CompiledGrammar):
             fr = g.frontier
             if fr is None:
                 assert g.nodes is not None  # only dense-walk closes come without nodes, with a frontier
-                fr = g.frontier = self.walker.frontier(g.nodes, shadows)
+                fr = g.frontier = walks.frontier(g.nodes, shadows)
             if g.at_words is empty and not fr.bits & self._any_first:
                 continue  # no token ends at this close and no lexeme starts below it: nothing to ask
             if lex.is_ignore[t]:
@@ -255,10 +218,10 @@ class CompiledCfg(CompiledGrammar):
             pend2 = c[1]
             parts[id(g.at_words)] = g.at_words
             bits = fr.bits
-            self._prepare(fr, pend2)
+            walks.prepare(fr, pend2)
             for q2 in pend2:
                 if first[q2] & bits:
-                    sub, sub_need = self._walk(e2, self._entry(fr, q2))
+                    sub, sub_need = self._walk(e2, walks.entry(fr, q2))
                     for w in sub:
                         parts[id(w)] = w
                     if e2 is e:

@@ -1,10 +1,21 @@
-"""Walks every grammar of a vocabulary shares (DESIGN §5), and their translation into one grammar.
+"""The one owner of a grammar's lexer-level walks: which walk answers a (frontier, lexeme state)
+pair, and every cache of their results.
 
-A lexeme that starts at the trie root, or below a few nodes with no shadow (after whitespace), is
-walked in the terminal DFA's own local states, so the result serves every grammar with an equal
-terminal: it is kept per vocabulary, keyed by the DFA's content hash and the state's walk class
-(:func:`.rootwalk.walk_classes`), and translated to a grammar's global states on use. Broad lexemes
-are walked densely (:class:`.rootwalk.RootWalk`), others by the grammar's pruned walker.
+:class:`LexemeWalks` answers :meth:`~LexemeWalks.entry` (the tokens that stay inside the lexeme and
+where it can close) for a trie frontier and a lexer state, choosing among three walks:
+
+- a lexeme that starts at the trie root with no shadow gets the *shared root walk*: walked in the
+  terminal DFA's own local states, so the result serves every grammar with an equal terminal. It is
+  kept per vocabulary (DESIGN §5), keyed by the DFA's content hash and the state's walk class
+  (:func:`.rootwalk.walk_classes`), and translated to the grammar's global states on use. Broad
+  lexemes are walked densely (:class:`.rootwalk.RootWalk`), others by the grammar's pruned walker;
+- a broad lexeme below a few nodes with no shadow (after whitespace) gets the *shared below walk*,
+  kept the same way;
+- anything else gets the grammar's own pruned walk (:class:`.walk.TokenWalker`), all the lexemes
+  pending at one frontier in one vectorised pass.
+
+Entries are kept on their frontier (frontiers are interned by the walker), root frontiers per
+shadow set in an LRU.
 """
 
 from __future__ import annotations
@@ -12,7 +23,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -25,13 +36,37 @@ from .lexer import LexerTables
 from .rootwalk import Close, RootWalk, broad_states
 from .walk import Entry, Frontier, Group, TokenWalker, trie_arrays
 
-__all__ = ["SharedEntries"]
+__all__ = ["LexemeWalks"]
 
 Words = npt.NDArray[np.uint32]
 I64 = npt.NDArray[np.int64]
 
 
+class SharedBelow(NamedTuple):
+    """Where a dense walk's close leaves the trie: the frontier's ``nodes`` and ``bytes``, and the
+    local DFA state each row's greedy terminal lives on in (``after``; None: no shadow)."""
 
+    nodes: I64
+    bytes: I64
+    after: I64 | None
+
+
+class SharedClose(NamedTuple):
+    """A close in a shared walk: local lexer state ``local_q``, the trie ``nodes`` below it (pruned
+    walks) or the frontier ``below`` it (dense walks), the tokens that end right there (None: none)."""
+
+    local_q: int
+    nodes: I64 | None
+    at_words: Words | None
+    below: SharedBelow | None
+
+
+class SharedWalk(NamedTuple):
+    """A walk kept per vocabulary, in the terminal DFA's local states: the tokens that stay inside
+    the lexeme (None: none) and its closes."""
+
+    inside: Words | None
+    closes: list[SharedClose]
 
 
 class _SharedWalks:
@@ -40,7 +75,7 @@ class _SharedWalks:
 
     def __init__(self, limits: Limits) -> None:
         self.lock = threading.Lock()
-        self.entries: Lru[Any, Any] = Lru(sys.maxsize, limits.shared_walk_bytes)
+        self.entries: Lru[Any, SharedWalk] = Lru(sys.maxsize, limits.shared_walk_bytes)
         self.walkers: Lru[bytes, RootWalk] = Lru(limits.shared_walkers)
         self.narrow_limit = limits.shared_narrow_terminals
         #: the terminals found to have no broad state (no dense walker): kept apart, so that a grammar
@@ -79,18 +114,64 @@ def _nbytes(x: Any) -> int:
     return 16
 
 
-class SharedEntries:
-    """One grammar's view of its vocabulary's shared walks: entries for root and below-whitespace
-    frontiers, in the grammar's global lexer states."""
+class LexemeWalks:
+    """Every lexer-level walk of one grammar: :meth:`entry` decides which walk answers a (frontier,
+    lexeme state) pair and keeps the answer; the per-vocabulary shared walks sit behind it."""
 
-    def __init__(self, lex: LexerTables, walker: TokenWalker, vocab: Vocabulary) -> None:
+    def __init__(self, lex: LexerTables, vocab: Vocabulary, limits: Limits) -> None:
         self.lex = lex
-        self.walker = walker
         self.vocab = vocab
-        self.limits = walker.limits
+        self.limits = limits
+        self.walker = TokenWalker(lex, vocab, limits)
         self.trie = trie_arrays(vocab)
+        self.empty = self.walker.empty
+        self._root_nodes = np.zeros(1, dtype=np.int64)
+        #: the frontier at the trie root with no shadow (every fresh lexeme boundary starts here)
+        self.plain_root = self.walker.frontier(self._root_nodes, ())
+        self._roots: Lru[tuple[int, ...], Frontier] = Lru(limits.cfg_root_frontiers)
         #: root entries by (terminal, walk class): states that walk alike get one Entry
         self.class_entries: dict[tuple[int, Any], Entry] = {}
+
+    def root(self, shadows: tuple[int, ...]) -> Frontier:
+        """The frontier at the trie root with greedy terminals ``shadows`` living on."""
+        if not shadows:
+            return self.plain_root
+        fr = self._roots.get(shadows)
+        if fr is None:
+            fr = self.walker.frontier(self._root_nodes, shadows)
+            self._roots.put(shadows, fr)
+        return fr
+
+    def frontier(self, nodes: I64, shadows: tuple[int, ...]) -> Frontier:
+        """The (interned) frontier of trie ``nodes`` with ``shadows`` living on."""
+        return self.walker.frontier(nodes, shadows)
+
+    def entry(self, fr: Frontier, q: int) -> Entry:
+        """The walk of a lexeme in lexer state ``q`` from frontier ``fr``."""
+        ent = fr.entries.get(q)
+        if ent is None:
+            if fr is self.plain_root:
+                ent = self.root_entry(q, fr)
+            else:
+                ent = self.below_entry(fr, q) or self.walker.entry(q, fr)
+            fr.entries[q] = ent
+        return ent
+
+    def prepare(self, fr: Frontier, pend: tuple[int, ...]) -> None:
+        """Walk every lexeme of ``pend`` not walked from ``fr`` yet: broad ones below whitespace by
+        the shared below walk, the rest all in one vectorised pass."""
+        if fr is self.plain_root:
+            return
+        have, first, bits = fr.entries, self.lex.first_bits, fr.bits
+        missing = tuple(q for q in pend if q not in have and first[q] & bits)
+        if missing and self.below(fr):
+            for q in missing:
+                ent = self.below_entry(fr, q)
+                if ent is not None:
+                    have[q] = ent
+            missing = tuple(q for q in missing if q not in have)
+        if len(missing) > 1:
+            have.update(self.walker.entries(missing, fr))
 
     def below(self, fr: Frontier) -> tuple[int, ...]:
         """The few nodes every row of ``fr`` hangs from, if no shadow lives on and none of them lies
@@ -170,8 +251,8 @@ class SharedEntries:
             if rw is None:
                 shared = self._shared_words
                 ent = self.walker.entry(q, root)
-                hit = (shared(ent.inside),
-                       [(g.q - off, g.nodes, shared(g.at_words), None) for g in ent.groups])
+                closes = [SharedClose(g.q - off, g.nodes, shared(g.at_words), None) for g in ent.groups]
+                hit = SharedWalk(shared(ent.inside), closes)
             else:
                 hit = self._shareable(*rw.walk(q - off, lex.greedy[t]))
             shared_walks.entries.put(key, hit, _nbytes(hit))
@@ -190,23 +271,25 @@ class SharedEntries:
         """``w`` as stored in a shared walk: None for no tokens (each grammar has its own ``empty``)."""
         return None if w is self.walker.empty or not w.any() else w
 
-    def _shareable(self, inside: Words, closes: list[Close]) -> Any:
+    def _shareable(self, inside: Words, closes: list[Close]) -> SharedWalk:
         """A dense walk's result as stored in the shared walks (local states)."""
         shared = self._shared_words
-        return (shared(inside), [(lq, None, shared(at), (fn, fb, aft)) for lq, at, fn, fb, aft in closes])
+        return SharedWalk(shared(inside), [
+            SharedClose(c.state, None, shared(c.words), SharedBelow(c.nodes, c.byte, c.after))
+            for c in closes
+        ])
 
-    def _from_shared(self, hit: Any, off: int) -> Entry:
+    def _from_shared(self, hit: SharedWalk, off: int) -> Entry:
         """This grammar's :class:`Entry` for a shared walk of the terminal at state offset ``off``."""
-        inside_w, groups = hit
-        e = self.walker.empty
-        out = Entry(e if inside_w is None else inside_w, [])
-        for lq, nodes, at, fr in groups:
-            g = Group(lq + off, (), nodes, e if at is None else at)
-            if fr is not None:  # a dense walk's close: the frontier below it is known already
-                fnodes, fbytes, after = fr
-                sh = np.zeros((fnodes.size, 0), np.int64) if after is None else np.where(
-                    after > 0, after + off, 0).reshape(-1, 1)
-                g.frontier = self.walker.intern(Frontier(fnodes, fbytes, sh))
+        e = self.empty
+        out = Entry(e if hit.inside is None else hit.inside, [])
+        for c in hit.closes:
+            g = Group(c.local_q + off, (), c.nodes, e if c.at_words is None else c.at_words)
+            if c.below is not None:  # a dense walk's close: the frontier below it is known already
+                b = c.below
+                sh = np.zeros((b.nodes.size, 0), np.int64) if b.after is None else np.where(
+                    b.after > 0, b.after + off, 0).reshape(-1, 1)
+                g.frontier = self.walker.intern(Frontier(b.nodes, b.bytes, sh))
             out.groups.append(g)
         return out
 
