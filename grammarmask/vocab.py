@@ -26,6 +26,7 @@ from .errors import GrammarError
 __all__ = ["TokenTrie", "Vocabulary"]
 
 I32 = npt.NDArray[np.int32]
+I64 = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,23 +38,27 @@ class TokenTrie:
     ``child_hi[n] - 1`` (contiguous, sorted by byte), and the ids of the tokens whose bytes are exactly
     the node's path are ``tokens[tok_lo[n]:tok_hi[n]]``. ``level_lo[d]:level_lo[d+1]`` are the nodes of
     depth ``d``. ``sorted_tokens`` lists the token ids in byte order; the tokens that start with node
-    ``n``'s path are ``sorted_tokens[sub_lo[n]:sub_hi[n]]``, and the longest of them is
-    ``max_len_below[n]`` bytes longer than the path.
+    ``n``'s path are ``sorted_tokens[sub_lo[n]:sub_hi[n]]`` (``sub_count[n]`` of them), and the longest
+    of them is ``max_len_below[n]`` bytes longer than the path. ``tok_node[t]`` is token ``t``'s node,
+    or the sentinel ``n_nodes`` for an id with none (special, empty). Index arrays are int64, the
+    type numpy's fancy indexing works in (bytes too), so the walks index with them without converting.
     """
 
-    byte: npt.NDArray[np.uint8]
-    depth: I32
-    parent: I32
-    child_lo: I32
-    child_hi: I32
-    tok_lo: I32
-    tok_hi: I32
-    tokens: I32
-    level_lo: I32
-    sorted_tokens: I32
-    sub_lo: I32
-    sub_hi: I32
-    max_len_below: I32
+    byte: I64
+    depth: I64
+    parent: I64
+    child_lo: I64
+    child_hi: I64
+    tok_lo: I64
+    tok_hi: I64
+    tokens: I64
+    level_lo: I64
+    sorted_tokens: I64
+    sub_lo: I64
+    sub_hi: I64
+    sub_count: I64
+    max_len_below: I64
+    tok_node: I64
 
     @property
     def n_nodes(self) -> int:
@@ -127,22 +132,28 @@ class TokenTrie:
         order = np.argsort(end_node, kind="stable")
         sorted_nodes = end_node[order]
         tokens = np.asarray(ids, dtype=np.int32)[order] if n else np.zeros(0, np.int32)
-        tok_lo = np.searchsorted(sorted_nodes, np.arange(total), side="left").astype(np.int32)
-        tok_hi = np.searchsorted(sorted_nodes, np.arange(total), side="right").astype(np.int32)
+        tok_lo = np.searchsorted(sorted_nodes, np.arange(total), side="left")
+        tok_hi = np.searchsorted(sorted_nodes, np.arange(total), side="right")
+        tok_node = np.full(len(token_bytes), total, dtype=np.int64)
+        tok_node[tokens] = np.repeat(np.arange(total), tok_hi - tok_lo)
+        sub_lo, sub_hi = np.concatenate(sub_lo_parts), np.concatenate(sub_hi_parts)
+        i64 = np.int64
         return cls(
-            byte=byte,
-            depth=depth,
-            parent=parent,
-            child_lo=child_lo,
-            child_hi=child_hi,
-            tok_lo=tok_lo,
-            tok_hi=tok_hi,
-            tokens=tokens,
-            level_lo=np.asarray(level_lo, dtype=np.int32),
-            sorted_tokens=np.asarray(ids, dtype=np.int32),
-            sub_lo=np.concatenate(sub_lo_parts),
-            sub_hi=np.concatenate(sub_hi_parts),
-            max_len_below=np.concatenate(maxlen_parts),
+            byte=byte.astype(i64),
+            depth=depth.astype(i64),
+            parent=parent.astype(i64),
+            child_lo=child_lo.astype(i64),
+            child_hi=child_hi.astype(i64),
+            tok_lo=tok_lo.astype(i64),
+            tok_hi=tok_hi.astype(i64),
+            tokens=tokens.astype(i64),
+            level_lo=np.asarray(level_lo, dtype=i64),
+            sorted_tokens=np.asarray(ids, dtype=i64),
+            sub_lo=sub_lo.astype(i64),
+            sub_hi=sub_hi.astype(i64),
+            sub_count=(sub_hi - sub_lo).astype(i64),
+            max_len_below=np.concatenate(maxlen_parts).astype(i64),
+            tok_node=tok_node,
         )
 
 

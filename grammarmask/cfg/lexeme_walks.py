@@ -34,7 +34,7 @@ from ..regular.index import _ranges
 from ..vocab import Vocabulary
 from .lexer import LexerTables
 from .rootwalk import Close, RootWalk, broad_states
-from .walk import Entry, Frontier, Group, TokenWalker, trie_arrays
+from .walk import Entry, Frontier, Group, TokenWalker
 
 __all__ = ["LexemeWalks"]
 
@@ -123,7 +123,7 @@ class LexemeWalks:
         self.vocab = vocab
         self.limits = limits
         self.walker = TokenWalker(lex, vocab, limits)
-        self.trie = trie_arrays(vocab)
+        self.trie = vocab.trie
         self.empty = self.walker.empty
         self._root_nodes = np.zeros(1, dtype=np.int64)
         #: the frontier at the trie root with no shadow (every fresh lexeme boundary starts here)

@@ -31,7 +31,6 @@ from ..limits import Limits
 from ..regular.index import _ranges, class_trie
 from ..vocab import Vocabulary
 from .lexer import reaccepting
-from .walk import trie_arrays
 
 __all__ = ["RootWalk", "broad_states"]
 
@@ -84,7 +83,7 @@ def _by_state(states: npt.NDArray[np.int32]) -> dict[int, I64]:
 def broad_states(vocab: Vocabulary, dfa: DFA, above: int) -> npt.NDArray[np.bool_]:
     """Per DFA state: whether the tokens that can start a lexeme there are more than ``above``
     (``Limits.walk_broad_tokens``), enough for the dense pass to beat a pruned walk."""
-    ta = trie_arrays(vocab)
+    ta = vocab.trie
     kids = np.arange(int(ta.child_lo[0]), int(ta.child_hi[0]))
     counts = (dfa.transitions[:, ta.byte[kids]] != 0) @ ta.sub_count[kids]
     broad: npt.NDArray[np.bool_] = counts > above
@@ -158,6 +157,17 @@ def _walk_classes_of(dfa: DFA, depth: int, max_cells: int) -> I64:
     return walk_classes(np.ascontiguousarray(tr[:, class_reps(classes, k)]), acc, reaccept, depth, max_cells)
 
 
+def _padded_tok_node(tok_node: I64, n_bits: int, sentinel: int) -> I64:
+    """``tok_node`` over every bit of a mask row (``n_bits`` ids): ids past the tokenizer's, padding
+    of the model's vocabulary, get the ``sentinel`` node."""
+    if tok_node.shape[0] == n_bits:
+        return tok_node
+    out = np.full(n_bits, sentinel, dtype=np.int64)
+    n = min(n_bits, tok_node.shape[0])
+    out[:n] = tok_node[:n]
+    return out
+
+
 class RootWalk:
     """Dense walks from the root for one terminal DFA (local states; see the module docstring)."""
 
@@ -172,7 +182,7 @@ class RootWalk:
         self.n_bits = vocab.n_words * 32
         tr = np.asarray(dfa.transitions, dtype=np.int32)
         self._tr = tr  # the byte-level table, for walks below a node (always on the byte trie)
-        self._ta = ta = trie_arrays(vocab)
+        self._ta = ta = vocab.trie
         classes, k = dfa.byte_classes()
         #: walk_class[s]: equal for two states whose walks are equal (see :func:`walk_classes`)
         self.walk_class = _walk_classes_of(dfa, int(ta.level_lo.shape[0]), limits.walk_refine_cells)
@@ -184,10 +194,7 @@ class RootWalk:
             self.parent = self.ct.parent
             self.level_lo = self.ct.level_lo
             self.label = self.ct.cls.astype(np.int64)
-            tok_node = np.full(self.n_bits, self.ct.n_nodes, dtype=np.int64)
-            n = min(self.n_bits, self.ct.tok_node.shape[0])
-            tok_node[:n] = self.ct.tok_node[:n]
-            self.tok_node = tok_node
+            self.tok_node = _padded_tok_node(self.ct.tok_node, self.n_bits, self.ct.n_nodes)
             self.trie_byte = ta.byte
             self.ch_lo, self.ch_hi = self.ct.ch_lo, self.ct.ch_hi
             self.tok_lo, self.tok_hi = self.ct.tok_ptr[:-1], self.ct.tok_ptr[1:]
@@ -196,7 +203,7 @@ class RootWalk:
         else:
             self.table = tr
             self.parent, self.level_lo, self.label = ta.parent, ta.level_lo, ta.byte
-            self.tok_node = ta.tok_node
+            self.tok_node = _padded_tok_node(ta.tok_node, self.n_bits, ta.n_nodes)
             self.ch_lo, self.ch_hi = ta.child_lo, ta.child_hi
             self.tok_lo, self.tok_hi, self.tok_ids = ta.tok_lo, ta.tok_hi, ta.tokens
             under = ta.sub_count

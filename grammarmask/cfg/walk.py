@@ -22,7 +22,6 @@ import hashlib
 import itertools
 import threading
 import weakref
-from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -32,7 +31,7 @@ from ..limits import Limits, active
 from ..vocab import Vocabulary
 from .lexer import LexerTables
 
-__all__ = ["Entry", "Frontier", "Group", "TokenWalker", "TrieArrays", "trie_arrays"]
+__all__ = ["Entry", "Frontier", "Group", "TokenWalker"]
 
 Words = npt.NDArray[np.uint32]
 I64 = npt.NDArray[np.int64]
@@ -100,41 +99,6 @@ class Entry:
         self.serial = next(_serials)
 
 
-class TrieArrays(NamedTuple):
-    """The vocabulary trie (``vocab.TokenTrie``) as int64 index arrays, made once per vocabulary;
-    ``tok_node[t]`` is token ``t``'s node, or the sentinel ``n_nodes`` for ids with none (special,
-    empty, padding); ``sub_count[n]`` counts the tokens in node ``n``'s subtree."""
-
-    child_lo: I64
-    child_hi: I64
-    byte: I64
-    tok_lo: I64
-    tok_hi: I64
-    tokens: I64
-    parent: I64
-    level_lo: I64
-    tok_node: I64
-    sub_count: I64
-
-
-def trie_arrays(vocab: Vocabulary) -> TrieArrays:
-    """The vocabulary's :class:`TrieArrays` (kept per vocabulary)."""
-
-    def make() -> TrieArrays:
-        t = vocab.trie
-        n = int(t.byte.shape[0])
-        tok_node = np.full(vocab.n_words * 32, n, dtype=np.int64)
-        tok_node[t.tokens.astype(np.int64)] = np.repeat(np.arange(n), (t.tok_hi - t.tok_lo).astype(np.int64))
-        i64 = np.int64
-        return TrieArrays(
-            t.child_lo.astype(i64), t.child_hi.astype(i64), t.byte.astype(i64), t.tok_lo.astype(i64),
-            t.tok_hi.astype(i64), t.tokens.astype(i64), t.parent.astype(i64), t.level_lo.astype(i64),
-            tok_node, (t.sub_hi - t.sub_lo).astype(i64),
-        )
-
-    return per_vocabulary(vocab, "cfg.trie_arrays", make)
-
-
 def _shared_rows(vocab: Vocabulary) -> tuple[weakref.WeakValueDictionary[bytes, Words], threading.Lock]:
     """The vocabulary's table of live mask rows by token set (rows die with the walks that use them)."""
     return per_vocabulary(vocab, "cfg.rows", lambda: (weakref.WeakValueDictionary(), threading.Lock()))
@@ -151,7 +115,7 @@ class TokenWalker:
         self.table = lex.table
         self.acc = lex.accepting
         self.reaccept = np.asarray(lex.reaccept, dtype=bool)
-        ta = trie_arrays(vocab)
+        ta = vocab.trie
         self.child_lo, self.child_hi, self.byte = ta.child_lo, ta.child_hi, ta.byte
         self.tok_lo, self.tok_hi, self.tokens = ta.tok_lo, ta.tok_hi, ta.tokens
         self._rows, self._rows_lock = _shared_rows(vocab)
