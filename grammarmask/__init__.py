@@ -18,7 +18,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .errors import GrammarError, GrammarMaskError, NoLegalContinuation, TokenRejected, UnsupportedSchemaError
+from .errors import (
+    BudgetExceeded,
+    GrammarError,
+    GrammarMaskError,
+    NoLegalContinuation,
+    TokenRejected,
+    UnsupportedSchemaError,
+)
 from .grammar import CompiledGrammar, Grammar, Matcher
 from .limits import Limits
 from .mask import Mask
@@ -68,6 +75,7 @@ _LAZY = {
 __all__ = [
     "And",
     "BeamHypothesis",
+    "BudgetExceeded",
     "Choice",
     "CompiledGrammar",
     "Gbnf",

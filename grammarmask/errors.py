@@ -5,7 +5,8 @@ caller would naturally catch::
 
     GrammarMaskError
     ├── GrammarError(ValueError)            bad grammar text, pattern, vocabulary or argument
-    │   └── UnsupportedSchemaError          a JSON Schema keyword that cannot be enforced
+    │   ├── UnsupportedSchemaError          a JSON Schema keyword that cannot be enforced
+    │   └── BudgetExceeded                  an input needs more than a budget of ``Limits`` allows
     ├── TokenRejected(ValueError)           Matcher.advance got an illegal token (state unchanged)
     └── NoLegalContinuation(RuntimeError)   no token is legal (an intersection dead-ended)
 
@@ -28,6 +29,7 @@ A rejected argument leaves a :class:`~grammarmask.Matcher` exactly as it was.
 from __future__ import annotations
 
 __all__ = [
+    "BudgetExceeded",
     "GrammarError",
     "GrammarMaskError",
     "NoLegalContinuation",
@@ -86,6 +88,26 @@ class UnsupportedSchemaError(GrammarError):
         self.keyword = keyword
         self.pointer = pointer
         super().__init__(f"{message} (keyword {keyword!r} at {pointer or '/'})")
+
+
+class BudgetExceeded(GrammarError):
+    """A grammar, pattern or schema needs more than one of the budgets of :class:`~grammarmask.Limits`.
+
+    ``budget`` names the ``Limits`` field, ``value`` is its value in force, ``what`` says what ran
+    out and ``where`` points at what hit it (a JSON pointer, or a pattern position). The message
+    ends with how to raise it: ``grammar.compile(vocab, limits=gm.Limits(<budget>=...))``.
+    """
+
+    def __init__(self, budget: str, value: int, what: str, *, where: str = "") -> None:
+        self.budget = budget
+        self.value = value
+        self.what = what
+        self.where = where
+        at = f" at {where if len(where) <= 120 else where[:70] + ' ... ' + where[-45:]}" if where else ""
+        super().__init__(
+            f"{what}{at}: over the {budget} budget ({value}); raise it with "
+            f"compile(vocab, limits=grammarmask.Limits({budget}=...)) if this input is meant"
+        )
 
 
 class TokenRejected(GrammarMaskError, ValueError):

@@ -17,7 +17,9 @@ import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["Limits", "active", "in_force"]
+__all__ = ["MAX_JSON_SCHEMA_DEPTH", "Limits", "active", "in_force"]
+
+MAX_JSON_SCHEMA_DEPTH = 1000
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,27 @@ class Limits:
     #: terminals remembered per vocabulary as needing no dense walker (65536; a digest each)
     shared_narrow_terminals: int = 1 << 16
 
+    # ---- front ends: JSON Schema (each raises gm.BudgetExceeded naming the field, unless noted) -------
+    #: nesting depth of a schema: the JSON nesting of the schema document, and the chain of
+    #: subschemas and $refs the compiler follows from the root (128; real schemas stay under 40).
+    #: Protects the Python stack: the compiler recurses on it, with room made for this depth
+    #: (at most 1,000)
+    json_schema_depth: int = 128
+    #: states of one array's or object's counting machine (minItems/maxItems with prefixItems or
+    #: contains, minProperties/maxProperties, dependentRequired; 20,000: compile time and rules).
+    #: Large counts over uniform items are counted in O(log n) rules and never meet this budget
+    json_schema_counting_states: int = 20_000
+    #: combined anyOf/oneOf branches of one node (64: the product of the groups' sizes; over it
+    #: the keyword is refused with UnsupportedSchemaError, as it has no compact exact form)
+    json_schema_branches: int = 64
+    #: states of a product automaton intersecting string constraints (pattern, format, length,
+    #: key sets; 20,000; over it the constraint is refused with UnsupportedSchemaError)
+    json_schema_product_states: int = 20_000
+    #: property_order="any": tracked keys (10; 2^k states) and states of an object's machine (4096);
+    #: over them the object is refused with UnsupportedSchemaError (strict) or kept in declared order
+    json_schema_any_order_keys: int = 10
+    json_schema_any_order_states: int = 4096
+
     # ---- walk strategy of the context-free engine (masks are the same at every setting) -------------
     #: frontiers with fewer rows continue in plain Python (12)
     walk_small_rows: int = 12
@@ -97,6 +120,10 @@ class Limits:
                 raise TypeError(f"Limits.{f.name} must be an int, got {type(v).__name__} {v!r:.40}")
             if v < (-1 if f.name.startswith("walk_") else 0):  # -1: a walk threshold every state passes
                 raise ValueError(f"Limits.{f.name} must be >= 0, got {v}")
+        if self.json_schema_depth > MAX_JSON_SCHEMA_DEPTH:  # the stack room made for it must fit
+            raise ValueError(
+                f"Limits.json_schema_depth must be <= {MAX_JSON_SCHEMA_DEPTH}, got {self.json_schema_depth}"
+            )
 
 
 _DEFAULT = Limits()

@@ -20,8 +20,10 @@ from ..engine import compile_cfg
 from ..errors import GrammarError
 from ..grammar import CompiledGrammar, Grammar
 from ..ir.builder import Expr, build_cfg, to_lark
+from ..limits import active
 from ..vocab import Vocabulary
 from .jsonschema.compiler import Compiler, SchemaWarning
+from .jsonschema.depth import stack_room, too_deep
 from .jsonschema.keywords import canonical
 
 __all__ = ["JsonSchema", "SchemaWarning"]
@@ -68,6 +70,11 @@ class JsonSchema(Grammar):
         Also an option of the wrong type or value (``strict`` must be a bool: ``"no"`` is refused).
     UnsupportedSchemaError
         A keyword that cannot be enforced exactly (strict mode).
+    BudgetExceeded
+        The schema needs more than a budget of :class:`~grammarmask.Limits` allows, at compile (or
+        here, for JSON text nested past Python's limits): ``json_schema_depth`` (nesting of the
+        document, and subschemas and ``$ref`` hops followed), ``json_schema_counting_states``,
+        ``json_schema_enum_values``. The message names the budget, its value and the JSON pointer.
     """
 
     def __init__(
@@ -80,9 +87,12 @@ class JsonSchema(Grammar):
         strict: bool = True,
         property_order: str = "declared",
     ) -> None:
+        stack_room(active().json_schema_depth)  # json.loads and json.dumps recurse on the nesting
         if isinstance(schema, (str, bytes)):
             try:
                 schema = json.loads(schema)
+            except RecursionError:
+                raise too_deep("/", "the schema's JSON text nests deeper than this") from None
             except ValueError as e:
                 line, col = getattr(e, "lineno", None), getattr(e, "colno", None)
                 text = schema.decode("utf-8", "replace") if isinstance(schema, bytes) else schema
@@ -111,6 +121,8 @@ class JsonSchema(Grammar):
         }
         try:  # the schema alone first, so that an error's JSON pointer is the schema's own
             self._key = canonical(schema) + canonical(self.options)
+        except RecursionError:
+            raise too_deep("/", "the schema nests deeper than this") from None
         except GrammarError:
             raise
         except (TypeError, ValueError) as e:

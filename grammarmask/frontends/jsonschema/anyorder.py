@@ -16,13 +16,12 @@ if TYPE_CHECKING:
 
 __all__ = ["ObjectParts", "any_order", "literal_object"]
 
-# property_order="any": the set of tracked keys is the state (2^t states, t <= MAX_TRACKED; more is
-# refused in strict mode, else kept in declared order); times a member count under maxProperties, at
-# most ANY_MAX_STATES. Lark text and compile time grow as t * 2^t: t = 10 is about 120 kB of rules
-# and 1.1 s to compile on tekken (t = 8: 0.2 s, t = 12: 5 s; docs/json_schema.md). Every declared
-# key is tracked (no key twice) when that costs at most DEDUPE_STATES.
-MAX_TRACKED = 10
-ANY_MAX_STATES = 4096
+# property_order="any": the set of tracked keys is the state (2^t states, t <= Limits.
+# json_schema_any_order_keys; more is refused in strict mode, else kept in declared order); times a
+# member count under maxProperties, at most Limits.json_schema_any_order_states. Lark text and
+# compile time grow as t * 2^t: t = 10 is about 120 kB of rules and 1.1 s to compile on tekken
+# (t = 8: 0.2 s, t = 12: 5 s; docs/json_schema.md). Every declared key is tracked (no key twice)
+# when that costs at most DEDUPE_STATES.
 DEDUPE_STATES = 32
 
 
@@ -55,7 +54,8 @@ def any_order(ob: ObjectBuilder, parts: ObjectParts) -> Expr | None:
     ``minProperties`` is at most the required count + 1 (a valid instance with an untracked key
     has all required ones); above that every declared key is tracked and, as in declared
     order, further members count once (they may repeat).
-    Raises OverflowError past ``MAX_TRACKED`` tracked keys or ``ANY_MAX_STATES`` states.
+    Raises OverflowError past ``Limits.json_schema_any_order_keys`` tracked keys or
+    ``Limits.json_schema_any_order_states`` states.
     """
     members, extra, lo, hi, deps, involved = parts
     keys = [k for _, _, k in members]
@@ -64,9 +64,11 @@ def any_order(ob: ObjectBuilder, parts: ObjectParts) -> Expr | None:
         tracked = list(keys)
     else:
         tracked = [k for k in keys if k in req or k in involved]
-    if len(tracked) > MAX_TRACKED:
+    most_keys = ob.c.limits.json_schema_any_order_keys
+    if len(tracked) > most_keys:
         raise OverflowError(
-            f"{len(tracked)} keys to track (required/dependentRequired), at most {MAX_TRACKED}"
+            f"{len(tracked)} keys to track (required/dependentRequired), at most {most_keys} "
+            "(Limits.json_schema_any_order_keys)"
         )
     bits = {k: 1 << i for i, k in enumerate([*tracked, *(k for k in involved if k not in tracked)])}
     need_all = sum(bits[k] for k in req)
@@ -100,15 +102,18 @@ def any_order(ob: ObjectBuilder, parts: ObjectParts) -> Expr | None:
         return bin(present).count("1") + y >= lo
 
     try:
-        return ob.machine((0, 0, 0), trans, accept, "o", ANY_MAX_STATES)
+        return ob.machine((0, 0, 0), trans, accept, "o", ob.c.limits.json_schema_any_order_states)
     except OverflowError:
-        raise OverflowError(f"more than {ANY_MAX_STATES} states (maxProperties {hi})") from None
+        raise OverflowError(
+            f"more than {ob.c.limits.json_schema_any_order_states} states (maxProperties {hi}; "
+            "Limits.json_schema_any_order_states)"
+        ) from None
 
 
 def literal_object(ob: ObjectBuilder, v: dict[str, Any]) -> Expr:
     """A const/enum object with ``property_order="any"``: its members in any order, each once.
 
-    Past ``MAX_TRACKED`` keys in written order (a documented narrowing)."""
+    Past ``Limits.json_schema_any_order_keys`` keys in written order (a documented narrowing)."""
     c = ob.c
     w = c.ws
     members: list[tuple[Expr, bool, str]] = []

@@ -24,12 +24,15 @@ from jsonschema.validators import validator_for
 
 from ...errors import GrammarError, UnsupportedSchemaError
 from ...ir.builder import EMPTY, Expr, Lit, Pat, Ref, alt, opt, seq, star
+from ...limits import active
 from . import objects
 from .anyorder import literal_object
-from .keywords import ENFORCED, REFUSED, is_trivial, merge, normalize, refuse, types_of
+from .depth import document_depth, stack_room, too_deep
+from .keywords import ENFORCED, REFUSED, canonical, is_trivial, merge, normalize, refuse, types_of
 from .metaschema import metaschema_error
 from .negation import complement
 from .numbers import JSON_NUMBER
+from .productive import prune, rule_refs, unproductive
 from .scalars import ScalarBuilder
 from .strings import ANY_CHAR, NOTHING, literal
 
@@ -37,7 +40,6 @@ __all__ = ["Compiler", "SchemaWarning"]
 
 Schema = Any
 _T = TypeVar("_T")
-MAX_BRANCHES = 64
 
 
 class SchemaWarning(UserWarning):
@@ -85,6 +87,13 @@ class Compiler:
     ) -> None:
         if not isinstance(root, (dict, bool)):
             raise GrammarError(f"a JSON Schema must be an object or a boolean, got {type(root).__name__}")
+        self.limits = active()
+        self.max_depth = self.limits.json_schema_depth
+        self.depth = 0  # subschemas and $ref hops value() and flatten() are inside
+        depth, where = document_depth(root, self.max_depth)
+        if depth > self.max_depth:
+            raise too_deep(where, f"the schema document nests more than {self.max_depth} levels deep")
+        stack_room(self.max_depth)  # the metaschema check and the compiler recurse on the schema
         self.root = root
         self.strict = strict
         self.any_order = property_order == "any"
@@ -105,6 +114,8 @@ class Compiler:
         self.rules: dict[str, Expr] = {}
         self.memo: dict[Any, Expr | None] = {}
         self.keep: list[Any] = []
+        self.synthesized: dict[str, dict[str, Any]] = {}  # synthetic() dicts by content
+        self.pointers: dict[str, str] = {}  # a schema node's rule name -> its JSON pointer
         self.inline: list[str] = []
         self.reasons: list[str] = []
         self.warnings: list[str] = []
@@ -125,6 +136,7 @@ class Compiler:
 
     def grammar(self) -> dict[str, Expr]:
         """The rules of the schema's language, start rule ``start`` first."""
+        stack_room(self.max_depth)
         top = self.value(self.root, "", self.resolver)
         if top is None:
             why = self.reasons[0] if self.reasons else "no instance satisfies it"
@@ -132,7 +144,30 @@ class Compiler:
         rules = {"start": top, **self.rules}
         if self.ws_regex:
             rules["_ws"] = opt(Pat(self.ws_regex))
-        return rules
+        dead = unproductive(rules, NOTHING)
+        if "start" in dead:
+            raise self.no_finite_value(rules, dead)
+        return prune(rules, dead, NOTHING) if dead else rules
+
+    def no_finite_value(self, rules: dict[str, Expr], dead: set[str]) -> GrammarError:
+        """The schema admits no value because its instances are only defined through themselves
+        (a recursion with no way out): named by the pointers of the schemas on that recursion."""
+        seen: set[str] = set()
+        order: list[str] = []
+        stack = ["start"]
+        while stack:  # the dead schema rules reachable from the start, in the order met
+            name = stack.pop()
+            if name in seen or name not in rules:
+                continue
+            seen.add(name)
+            if name in self.pointers and name in dead:
+                order.append(self.pointers[name] or "/")
+            stack.extend(sorted((r for r in rule_refs(rules[name]) if r in dead), reverse=True))
+        where = ", ".join(dict.fromkeys(order[:4])) or "/"
+        return GrammarError(
+            f"the schema admits no value: the schemas at {where} recur with no way out (every "
+            "instance would have to contain, or be, another instance of them: none is finite)"
+        )
 
     def unsupported(self, keyword: str, pointer: str, why: str) -> None:
         """Refuse (strict) or warn about a keyword that is not enforced."""
@@ -153,8 +188,22 @@ class Compiler:
 
     # ---- nodes -------------------------------------------------------------------------------------
 
+    def enter(self, ptr: str) -> None:
+        """One level deeper into the schema (value() and flatten()); past the budget, refuse."""
+        self.depth += 1
+        if self.depth > self.max_depth:
+            self.depth -= 1
+            raise too_deep(ptr, "the schema nests subschemas and $refs deeper than this")
+
     def value(self, s: Schema, ptr: str, resolver: Any) -> Expr | None:
         """A grammar expression for the JSON text of the instances of ``s`` (None: no instance)."""
+        self.enter(ptr)
+        try:
+            return self._value(s, ptr, resolver)
+        finally:
+            self.depth -= 1
+
+    def _value(self, s: Schema, ptr: str, resolver: Any) -> Expr | None:
         if s is True or (isinstance(s, dict) and is_trivial(s)):
             return self.any_value()
         if s is False:
@@ -168,6 +217,7 @@ class Compiler:
             return self.memo[key]
         self.keep.append(s)
         name = f"s{len(self.memo)}"
+        self.pointers[name] = ptr
         self.memo[key] = Ref(name)
         self.rules[name] = EMPTY  # placeholder keeps rule order stable
         body = self.node(s, ptr, resolver)
@@ -258,6 +308,13 @@ class Compiler:
 
     def flatten(self, s: Schema, ptr: str, resolver: Any) -> dict[str, Any] | None:
         """Merge ``allOf`` and ``$ref`` (inlined) into one ref-free node; None if it is false."""
+        self.enter(ptr)
+        try:
+            return self._flatten(s, ptr, resolver)
+        finally:
+            self.depth -= 1
+
+    def _flatten(self, s: Schema, ptr: str, resolver: Any) -> dict[str, Any] | None:
         if s is True:
             return {}
         if s is False:
@@ -290,7 +347,10 @@ class Compiler:
         return out
 
     def synthetic(self, s: dict[str, Any], ptr: str, resolver: Any) -> Expr | None:
-        """value() of a dict built here (kept alive so its id stays unique)."""
+        """value() of a dict built here (kept alive so its id stays unique). Equal dicts built again
+        (a recursive ``contains``/``allOf``) are the first one, so value() finds it in its memo."""
+        key = canonical(s) + "@" + str(getattr(resolver, "_base_uri", ""))
+        s = self.synthesized.setdefault(key, s)
         self.keep.append(s)
         return self.value(s, ptr, resolver)
 
@@ -314,8 +374,10 @@ class Compiler:
         combos = 1
         for _, g in groups:
             combos *= len(g)
-        if combos > MAX_BRANCHES:
-            raise refuse(groups[0][0], ptr, f"{combos} combined anyOf/oneOf branches (limit {MAX_BRANCHES})")
+        most = self.limits.json_schema_branches
+        if combos > most:
+            why = f"{combos} combined anyOf/oneOf branches (Limits.json_schema_branches {most})"
+            raise refuse(groups[0][0], ptr, why)
         groups = [(k, self.exclusive(g, ptr, resolver, base) if k == "oneOf" else g) for k, g in groups]
         alts = []
         for combo in itertools.product(*[g for _, g in groups]):
@@ -373,7 +435,7 @@ class Compiler:
         combos = 1
         for c in comps:
             combos *= max(1, len(c)) if c is not None else 1
-        if any(c is None for c in comps) or combos > MAX_BRANCHES**2:
+        if any(c is None for c in comps) or combos > self.limits.json_schema_branches**2:
             self.unsupported("oneOf", ptr, "oneOf branches may overlap, so exactly-one cannot be enforced")
             return branches
         out: list[Any] = []

@@ -15,7 +15,8 @@ A part written ``!P`` (a quoted-string regex) is a complement: the strings NOT i
 ``(?!P)`` for lark (``P`` ends at the closing quote, so the negative lookahead covers the whole string)
 and a difference automaton here. At least one part is positive.
 
-Products are refused (the caller raises ``UnsupportedSchemaError``) past ``MAX_STATES`` states.
+Products are refused (the caller raises ``UnsupportedSchemaError``) past
+``Limits.json_schema_product_states`` states.
 """
 
 from __future__ import annotations
@@ -26,13 +27,12 @@ from ...automata import DFA, difference, product, regex_to_dfa
 from ...errors import GrammarError
 from ...ir.builder import Pat
 
-__all__ = ["MAX_STATES", "TooLarge", "intersection_dfa", "intersection_terminal", "lark_regex", "ordered"]
+__all__ = ["TooLarge", "intersection_dfa", "intersection_terminal", "lark_regex", "ordered"]
 
-MAX_STATES = 20_000
 
 
 class TooLarge(Exception):
-    """The product automaton exceeds MAX_STATES."""
+    """The product automaton exceeds its state budget."""
 
 
 def lark_regex(parts: tuple[str, ...]) -> str:
@@ -55,17 +55,17 @@ def ordered(parts: set[str]) -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=512)
-def intersection_dfa(parts: tuple[str, ...]) -> DFA:
-    """The DFA of the intersection (exact); raises TooLarge past MAX_STATES states."""
+def intersection_dfa(parts: tuple[str, ...], max_states: int) -> DFA:
+    """The DFA of the intersection (exact); raises TooLarge past ``max_states`` states."""
     try:
-        pos = [regex_to_dfa(p, max_states=MAX_STATES) for p in parts if not p.startswith("!")]
-        neg = [regex_to_dfa(p[1:], max_states=MAX_STATES) for p in parts if p.startswith("!")]
+        pos = [regex_to_dfa(p, max_states=max_states) for p in parts if not p.startswith("!")]
+        neg = [regex_to_dfa(p[1:], max_states=max_states) for p in parts if p.startswith("!")]
         pos.sort(key=lambda d: d.n_states)
         out = pos[0]
         for d in pos[1:]:
-            out = product(out, d, max_states=MAX_STATES)
+            out = product(out, d, max_states=max_states)
         for d in neg:
-            out = difference(out, d, max_states=MAX_STATES)
+            out = difference(out, d, max_states=max_states)
     except GrammarError as e:  # too many states while determinising or in the product
         why = str(e)
     else:
@@ -75,6 +75,6 @@ def intersection_dfa(parts: tuple[str, ...]) -> DFA:
     raise TooLarge(why)
 
 
-def intersection_terminal(parts: tuple[str, ...]) -> Pat:
+def intersection_terminal(parts: tuple[str, ...], max_states: int) -> Pat:
     """The terminal for the intersection of ``parts``: lark's lookahead regex, the exact product DFA."""
-    return Pat(lark_regex(parts), functools.partial(intersection_dfa, parts))
+    return Pat(lark_regex(parts), functools.partial(intersection_dfa, parts, max_states))

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 from jsonschema._utils import equal
 
-from ...errors import GrammarError, UnsupportedSchemaError
-from ...ir.builder import EMPTY, Expr, Lit, Pat, Ref, alt, opt, seq
+from ...errors import BudgetExceeded, GrammarError, UnsupportedSchemaError
+from ...ir.builder import EMPTY, Expr, Lit, Pat, Ref, alt, opt, seq, star
 from .anyorder import ObjectParts, any_order
+from .counting import Counter
 from .intersect import ordered
 from .keyset import KeySetTooLarge, key_regex
 from .keywords import is_trivial
@@ -28,8 +29,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ObjectBuilder"]
 
-MAX_STATES = 20000
 State = Hashable
+COUNT_UNROLL = 64  # item counts past this over uniform items are counted in O(log n) rules
 
 
 def _count(s: dict[str, Any], k: str, ptr: str, default: int | None) -> int | None:
@@ -55,12 +56,14 @@ class ObjectBuilder:
         trans: Callable[[State], list[tuple[Expr, State]]],
         accept: Callable[[State], bool],
         hint: str,
-        limit: int = MAX_STATES,
+        limit: int | None = None,
     ) -> Expr | None:
         """Rules for the sequences accepted from ``start``: an expression, ``EMPTY`` (the empty
         string only) or None. An edge labelled ``EMPTY`` consumes nothing.
 
-        Raises OverflowError past ``limit`` states."""
+        Raises OverflowError past ``limit`` states (``Limits.json_schema_counting_states``)."""
+        if limit is None:
+            limit = self.c.limits.json_schema_counting_states
         edges: dict[State, list[tuple[Expr, State]]] = {}
         todo = [start]
         while todo:
@@ -71,22 +74,7 @@ class ObjectBuilder:
                 raise OverflowError
             edges[st] = trans(st)
             todo += [n for _, n in edges[st] if n not in edges]
-        nullable = {st for st in edges if accept(st)}
-        solid: set[State] = set()  # states with a non-empty derivation
-        changed = True
-        while changed:
-            changed = False
-            for st, out in edges.items():
-                if st not in nullable and any(e == EMPTY and n in nullable for e, n in out):
-                    nullable.add(st)
-                    changed = True
-                live_next = any(
-                    (e != EMPTY and (n in nullable or n in solid)) or (e == EMPTY and n in solid)
-                    for e, n in out
-                )
-                if st not in solid and live_next:
-                    solid.add(st)
-                    changed = True
+        nullable, solid = _derivations(edges, accept)
         if start not in solid:
             return EMPTY if start in nullable else None
         names = {st: f"{hint}{len(self.c.rules)}_{i}" for i, st in enumerate(x for x in edges if x in solid)}
@@ -141,6 +129,8 @@ class ObjectBuilder:
                     cache[key] = c.value(sch, sp, resolver)
             return cache[key]
 
+        if not prefix and need == 0 and max(lo, hi or 0) > COUNT_UNROLL:
+            return self.counted_array(item(0, False), lo, hi, ptr)
         cap = hi if hi is not None else max(len(prefix), lo, 1)
 
         def trans(st: State) -> list[tuple[Expr, State]]:
@@ -163,14 +153,35 @@ class ObjectBuilder:
         try:
             body = self.machine((0, 0), trans, accept, "a")
         except OverflowError:
-            c.unsupported("maxItems", ptr, "too many counting states for this array")
-            return None
+            raise self.too_many_states(ptr, "minItems/maxItems with prefixItems or contains") from None
         alts = []
         if lo == 0 and need == 0:
             alts.append(seq(Lit("["), w, Lit("]")))
         if body is not None and body != EMPTY:
             alts.append(seq(Lit("["), body, Lit("]")))
         return alt(alts) if alts else c.empty(ptr, "no array fits minItems/maxItems/contains")
+
+    def counted_array(self, x: Expr | None, lo: int, hi: int | None, ptr: str) -> Expr | None:
+        """Arrays of ``lo..hi`` items of one schema (``x``; None: no item has a value), the count
+        kept in O(log n) rules (counting.py) rather than one state per position."""
+        c = self.c
+        w = c.ws
+        alts = [seq(Lit("["), w, Lit("]"))] if lo == 0 else []
+        first = max(lo, 1)
+        if x is not None and (hi is None or hi >= first):
+            unit = seq(Lit(","), w, x, w)
+            more = Counter(c, unit, "a")
+            tail = star(unit) if hi is None else more.at_most(hi - first)
+            alts.append(seq(Lit("["), w, x, w, more.exactly(first - 1), tail, Lit("]")))
+        return alt(alts) if alts else c.empty(ptr, "no array fits minItems/maxItems")
+
+    def too_many_states(self, ptr: str, what: str) -> BudgetExceeded:
+        return BudgetExceeded(
+            "json_schema_counting_states",
+            self.c.limits.json_schema_counting_states,
+            f"{what} need more counting states than this",
+            where=ptr or "/",
+        )
 
     def unique_enum(self, s: dict[str, Any], lo: int, hi: int | None, ptr: str, resolver: Any) -> Any:
         """Arrays of distinct values from a finite enum (at most 10): the state is the set used.
@@ -286,7 +297,6 @@ class ObjectBuilder:
 
     def declared_order(self, parts: ObjectParts, ptr: str) -> Expr | None:
         """The members in declared order, then further members: an expression, ``EMPTY`` or None."""
-        c = self.c
         members, extra, lo, hi, deps, involved = parts
         n = len(members)
         # d counts declared members, e further members. json.loads keeps one of duplicate keys, and
@@ -322,8 +332,7 @@ class ObjectBuilder:
         try:
             return self.machine((0, 0, 0, frozenset()), trans, accept, "o")
         except OverflowError:
-            c.unsupported("maxProperties", ptr, "too many counting states for this object")
-            return None
+            raise self.too_many_states(ptr, "minProperties/maxProperties/dependentRequired") from None
 
     def extras(
         self, pats: dict[str, Any], addl: Any, pnames: Any, taken: list[str], ptr: str, resolver: Any
@@ -435,6 +444,40 @@ class ObjectBuilder:
         if "type" in flat and "string" not in flat["type"]:
             return None
         return c.scalars.string_body(flat, p)
+
+
+def _derivations(
+    edges: dict[State, list[tuple[Expr, State]]], accept: Callable[[State], bool]
+) -> tuple[set[State], set[State]]:
+    """The states deriving the empty string (nullable) and those with a non-empty derivation (solid).
+
+    Worklists over reversed edges: each edge is looked at a bounded number of times (linear, where
+    re-sweeping every state until nothing changes was quadratic in a long counting chain).
+    """
+    back_eps: dict[State, list[State]] = {}
+    back: dict[State, list[State]] = {}
+    for st, out in edges.items():
+        for e, n in out:
+            back.setdefault(n, []).append(st)
+            if e == EMPTY:
+                back_eps.setdefault(n, []).append(st)
+    nullable = {st for st in edges if accept(st)}
+    todo = list(nullable)
+    while todo:  # st --EMPTY--> nullable: nullable
+        n = todo.pop()
+        for st in back_eps.get(n, ()):
+            if st not in nullable:
+                nullable.add(st)
+                todo.append(st)
+    solid = {st for st, out in edges.items() if any(e != EMPTY and n in nullable for e, n in out)}
+    todo = list(solid)
+    while todo:  # st --any edge--> solid: solid
+        n = todo.pop()
+        for st in back.get(n, ()):
+            if st not in solid:
+                solid.add(st)
+                todo.append(st)
+    return nullable, solid
 
 
 def _search(p: str, key: str) -> bool:

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import GrammarError
 from ...ir.builder import Expr, Lit, Pat, alt, seq
+from .counting import Counter
 from .formats import FORMATS, enforced_format, format_width
-from .intersect import MAX_STATES, TooLarge, intersection_dfa, intersection_terminal
+from .intersect import TooLarge, intersection_dfa, intersection_terminal
 from .keyset import KeySetTooLarge, key_regex
 from .multiples import decimal_multiple_regex
 from .numbers import NON_INTEGER, number_regex
@@ -22,6 +23,15 @@ __all__ = ["ScalarBuilder"]
 
 LONG_STRING = 256  # maxLength above this is written as chunk lexemes (see long_string)
 CHUNK = 256
+COUNTED_CHUNKS = 64  # past this many chunks (or a minLength past COUNTED_MIN), counted_string
+COUNTED_MIN = 1024
+
+
+def _count(v: Any) -> int | None:
+    """A length keyword's value as an int (integral floats too), or None if it is not one."""
+    if isinstance(v, float) and v.is_integer() and v >= 0:
+        return int(v)
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
 
 class ScalarBuilder:
@@ -29,7 +39,7 @@ class ScalarBuilder:
 
     def __init__(self, c: Compiler) -> None:
         self.c = c
-        self._long: dict[tuple[int, int], Expr] = {}  # long_string rules by (lo, hi)
+        self._long: dict[tuple[int, int | None], Expr] = {}  # long_string rules by (lo, hi)
         self._chunks: dict[tuple[int, int, bool], Expr] = {}
 
     def number(self, s: dict[str, Any], integer: bool, ptr: str) -> Expr | None:
@@ -123,6 +133,10 @@ class ScalarBuilder:
         if s.get("_not_patterns"):
             return self.string_avoiding(s, ptr, excluded)
         plain = "pattern" not in s and enforced_format(s) is None and not excluded
+        lo_n, hi_n = _count(lo), None if hi is None else _count(hi)
+        counts = lo_n is not None and (hi is None or hi_n is not None)  # else string_body refuses
+        if plain and counts and ((lo_n or 0) > COUNTED_MIN or (hi_n or 0) > COUNTED_CHUNKS * CHUNK):
+            return self.counted_string(lo_n or 0, hi_n, ptr)
         if plain and isinstance(hi, int) and hi > LONG_STRING and isinstance(lo, int) and 0 <= lo <= CHUNK:
             return self.long_string(lo, hi)
         extra: list[str] = []
@@ -146,7 +160,8 @@ class ScalarBuilder:
         if excluded:
             self.c.unsupported("not", ptr, "excluding string values from a constrained string")
         lo, hi = int(s.get("minLength", 0)), s.get("maxLength")
-        if max(lo, int(hi or 0)) >= MAX_STATES and plain_string(lo, None if hi is None else int(hi)) in extra:
+        big = max(lo, int(hi or 0)) >= self.c.limits.json_schema_product_states
+        if big and plain_string(lo, None if hi is None else int(hi)) in extra:
             # the length automaton alone needs a state per count (n+1 for n characters), so the
             # product is refused: said at once instead of after building most of it (seconds)
             self.c.unsupported(keyword, ptr, "these constraints together: product automaton too large")
@@ -163,13 +178,13 @@ class ScalarBuilder:
         if known is not None:
             return known
         try:
-            dfa = intersection_dfa(parts)
+            dfa = intersection_dfa(parts, self.c.limits.json_schema_product_states)
         except TooLarge:
             self.c.unsupported(keyword, ptr, "these constraints together: product automaton too large")
             return fallback
         if dfa.is_empty():
             return self.c.empty(ptr, "no value satisfies these constraints together")
-        term = self.c.isect[parts] = intersection_terminal(parts)
+        term = self.c.isect[parts] = intersection_terminal(parts, self.c.limits.json_schema_product_states)
         return term
 
     def string_avoiding(self, s: dict[str, Any], ptr: str, excluded: list[str]) -> Expr | None:
@@ -208,6 +223,37 @@ class ScalarBuilder:
             closing = self.chunk(lo if i == 0 else 0, CHUNK, closing=True)
             rest = self.c.rule(alt([seq(full, rest), closing]), "c")
         self._long[(lo, hi)] = self.c.rule(seq(Lit('"'), rest), "q")
+        return self._long[(lo, hi)]
+
+    def counted_string(self, lo: int, hi: int | None, ptr: str) -> Expr | None:
+        """A string of lo..hi characters (hi None: unbounded) as chunk lexemes counted in O(log n)
+        rules (counting.py): ``q_lo = lo // CHUNK`` full chunks, then either a closing chunk of
+        at least ``lo % CHUNK`` characters, or 1 to ``q_hi - q_lo - 1`` further full chunks and any
+        closing chunk, or exactly ``q_hi - q_lo`` further full chunks and a closing chunk of at
+        most ``hi % CHUNK`` (``q_hi, r_hi = divmod(hi, CHUNK)``): every length in lo..hi, no other.
+        Its size grows with the logarithm of the bounds: ``maxLength: 2147483647`` is about 60 rules.
+        """
+        if hi is not None and lo > hi:
+            return self.c.empty(ptr, "minLength > maxLength")
+        if (lo, hi) in self._long:
+            return self._long[(lo, hi)]
+        full = self.chunk(CHUNK, CHUNK)
+        count = Counter(self.c, full, "c")
+        qlo, rlo = divmod(lo, CHUNK)
+        tail: Expr
+        if hi is None:
+            tail = self.c.rule(Pat(f'{ANY_CHAR}{{{rlo},}}"'), "k")
+        else:
+            qhi, rhi = divmod(hi, CHUNK)
+            if qlo == qhi:
+                tail = self.chunk(rlo, rhi, closing=True)
+            else:
+                alts = [self.chunk(rlo, CHUNK, closing=True)]
+                if qhi - qlo >= 2:
+                    alts.append(seq(full, count.at_most(qhi - qlo - 2), self.chunk(0, CHUNK, closing=True)))
+                alts.append(seq(count.exactly(qhi - qlo), self.chunk(0, rhi, closing=True)))
+                tail = self.c.rule(alt(alts), "c")
+        self._long[(lo, hi)] = self.c.rule(seq(Lit('"'), count.exactly(qlo), tail), "q")
         return self._long[(lo, hi)]
 
     def chunk(self, lo: int, hi: int, *, closing: bool = False) -> Expr:
