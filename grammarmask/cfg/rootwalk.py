@@ -193,19 +193,18 @@ class RootWalk:
             self.table = np.ascontiguousarray(tr[:, class_reps(classes, k)])
             self.parent = self.ct.parent
             self.level_lo = self.ct.level_lo
-            self.label = self.ct.cls.astype(np.int64)
+            self.label = self.ct.label
             self.tok_node = _padded_tok_node(self.ct.tok_node, self.n_bits, self.ct.n_nodes)
             self.trie_byte = ta.byte
-            self.ch_lo, self.ch_hi = self.ct.ch_lo, self.ct.ch_hi
-            self.tok_lo, self.tok_hi = self.ct.tok_ptr[:-1], self.ct.tok_ptr[1:]
-            self.tok_ids = self.ct.tok_ids.astype(np.int64)
+            self.child_lo, self.child_hi = self.ct.child_lo, self.ct.child_hi
+            self.tok_lo, self.tok_hi, self.tokens = self.ct.tok_lo, self.ct.tok_hi, self.ct.tokens
             under = self.ct.sub_count
         else:
             self.table = tr
             self.parent, self.level_lo, self.label = ta.parent, ta.level_lo, ta.byte
             self.tok_node = _padded_tok_node(ta.tok_node, self.n_bits, ta.n_nodes)
-            self.ch_lo, self.ch_hi = ta.child_lo, ta.child_hi
-            self.tok_lo, self.tok_hi, self.tok_ids = ta.tok_lo, ta.tok_hi, ta.tokens
+            self.child_lo, self.child_hi = ta.child_lo, ta.child_hi
+            self.tok_lo, self.tok_hi, self.tokens = ta.tok_lo, ta.tok_hi, ta.tokens
             under = ta.sub_count
         self.n_nodes = int(self.parent.shape[0])
         self._real: tuple[I64, I64] | None = None
@@ -289,7 +288,7 @@ class RootWalk:
             sb = S[f]
             live = (cq != 0) | re_[sb]  # both dead: the subtrees below are equal (all dead)
             f, cq = f[live], cq[live]
-            lo, hi = self.ch_lo[f], self.ch_hi[f]
+            lo, hi = self.child_lo[f], self.child_hi[f]
             kids_f = _ranges(lo, hi)
             s = table[np.repeat(cq, hi - lo), label[kids_f]]
             d = s != S[kids_f]
@@ -302,7 +301,7 @@ class RootWalk:
         b_inside, b_rows, b_par, b_after, b_tids, b_tstate = base.walked
         # Tokens ending on a node that parted.
         lo, hi = self.tok_lo[D], self.tok_hi[D]
-        toks = self.tok_ids[_ranges(lo, hi)]
+        toks = self.tokens[_ranges(lo, hi)]
         tstate = np.repeat(SD, hi - lo)
         inside = b_inside.copy()
         inside[toks] = re_[tstate]
@@ -317,7 +316,7 @@ class RootWalk:
         parted[D] = True
         keep = ~parted[self.parent[b_rows]]
         closing = self.acc[SD]
-        lo, hi = self.ch_lo[D[closing]], self.ch_hi[D[closing]]
+        lo, hi = self.child_lo[D[closing]], self.child_hi[D[closing]]
         rows = _ranges(lo, hi)
         par = np.repeat(SD[closing], hi - lo)
         rows, par, after = self._shadowed(rows, par, table[par, label[rows]], base.greedy)

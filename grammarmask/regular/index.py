@@ -41,20 +41,23 @@ Words = npt.NDArray[np.uint32]
 class ClassTrie:
     """The vocabulary trie with bytes replaced by byte classes, duplicates merged.
 
-    Node 0 is the root. ``cls[n]`` is the class on the edge into node ``n``; the children of ``n``
-    are ``ch_lo[n]:ch_hi[n]`` and its parent is ``parent[n]``; the nodes at depth ``d`` are
-    ``level_lo[d]:level_lo[d+1]``; the tokens whose class sequence is node ``n``'s path are
-    ``tok_ids[tok_ptr[n]:tok_ptr[n+1]]`` and ``sub_count[n]`` counts the tokens in its subtree;
+    The fields that :class:`~grammarmask.vocab.TokenTrie` also has mean the same, with a class
+    where it has a byte. Node 0 is the root. ``label[n]`` is the class on the edge into node ``n``;
+    the children of ``n`` are ``child_lo[n]:child_hi[n]`` and its parent is ``parent[n]``; the nodes
+    at depth ``d`` are ``level_lo[d]:level_lo[d+1]``; the tokens whose class sequence is node ``n``'s
+    path are ``tokens[tok_lo[n]:tok_hi[n]]`` (``tok_count[n]`` of them) and ``sub_count[n]`` counts
+    the tokens in its subtree;
     ``tok_node[t]`` is token ``t``'s node, or
     ``n_nodes`` (a sentinel that is never live) for special, empty and padding ids;
     ``of_trie[m]`` is the class node of vocabulary-trie node ``m``.
     """
 
-    cls: I32
-    ch_lo: I64
-    ch_hi: I64
-    tok_ptr: I64
-    tok_ids: I32
+    label: I64
+    child_lo: I64
+    child_hi: I64
+    tok_lo: I64
+    tok_hi: I64
+    tokens: I64
     tok_count: I64
     tok_node: I64
     parent: I64
@@ -64,7 +67,7 @@ class ClassTrie:
 
     @property
     def n_nodes(self) -> int:
-        return int(self.cls.shape[0])
+        return int(self.label.shape[0])
 
     @classmethod
     def build(cls, vocab: Vocabulary, classes: npt.NDArray[np.integer], k: int) -> ClassTrie:
@@ -99,7 +102,7 @@ class ClassTrie:
             cls_parts.append(uniq % k)
             par_parts.append(uniq // k + prev_lo)
             next_id += uniq.size
-        c_cls = np.concatenate(cls_parts).astype(np.int32)
+        c_cls = np.concatenate(cls_parts)
         c_par = np.concatenate(par_parts)
         level_lo = np.cumsum([0] + [p.size for p in par_parts]).astype(np.int64)
         ids = np.arange(next_id)
@@ -125,8 +128,9 @@ class ClassTrie:
             c_cls,
             ch_lo,
             ch_hi,
-            tok_ptr,
-            tok_ids.astype(np.int32),
+            tok_ptr[:-1],
+            tok_ptr[1:],
+            tok_ids,
             tok_count,
             tok_node,
             c_par,
@@ -219,8 +223,8 @@ class DfaTokenIndex:
         if 0 < reps.size <= limits.index_eager_states:
             # an upper bound on each state's legal tokens: those whose first class is live
             tr = self._trie
-            kids = np.arange(int(tr.ch_lo[0]), int(tr.ch_hi[0]))
-            bound = (self._red[reps][:, tr.cls[kids]] != 0).astype(np.int64) @ tr.sub_count[kids]
+            kids = np.arange(int(tr.child_lo[0]), int(tr.child_hi[0]))
+            bound = (self._red[reps][:, tr.label[kids]] != 0).astype(np.int64) @ tr.sub_count[kids]
             broad = bound > len(self._tb) // limits.index_narrow_fraction
             pruned = reps
             if broad.any() and int(broad.sum()) * tr.n_nodes <= limits.index_dense_budget:
@@ -266,11 +270,11 @@ class DfaTokenIndex:
     def _walk(self, states: I64) -> tuple[I64, I64]:
         """Live ``(state index, class node)`` pairs whose node has tokens, for all ``states``."""
         tr, red = self._trie, self._red
-        root_kids = np.arange(int(tr.ch_lo[0]), int(tr.ch_hi[0]), dtype=np.int64)
+        root_kids = np.arange(int(tr.child_lo[0]), int(tr.child_hi[0]), dtype=np.int64)
         m = states.size
         p_s = np.repeat(np.arange(m, dtype=np.int64), root_kids.size)
         p_c = np.tile(root_kids, m)
-        p_st = red[states[p_s], tr.cls[p_c]]
+        p_st = red[states[p_s], tr.label[p_c]]
         out_s: list[I64] = []
         out_c: list[I64] = []
         total = 0
@@ -283,12 +287,12 @@ class DfaTokenIndex:
             total += p_s.size
             if total > self.limits.index_pair_budget:
                 raise _BudgetExceeded
-            lo, hi = tr.ch_lo[p_c], tr.ch_hi[p_c]
+            lo, hi = tr.child_lo[p_c], tr.child_hi[p_c]
             nkids = hi - lo
             kids = _ranges(lo, hi)
             rep = np.repeat(np.arange(p_s.size), nkids)
             p_s, p_c = p_s[rep], kids
-            p_st = red[p_st[rep], tr.cls[kids]]
+            p_st = red[p_st[rep], tr.label[kids]]
         if not out_s:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         return np.concatenate(out_s), np.concatenate(out_c)
@@ -326,7 +330,7 @@ class DfaTokenIndex:
             st[:, 0] = sts
             for d in range(1, lv.size - 1):
                 lo, hi = int(lv[d]), int(lv[d + 1])
-                st[:, lo:hi] = red[st[:, tr.parent[lo:hi]], tr.cls[lo:hi]]
+                st[:, lo:hi] = red[st[:, tr.parent[lo:hi]], tr.label[lo:hi]]
             alive = st[:, term] != 0
             n_legal = alive.astype(np.int64) @ weights
             negative = n_legal * 2 > total
@@ -383,7 +387,7 @@ class DfaTokenIndex:
             store = self._sparse
         tr = self._trie
         lens = tr.tok_count[pc]
-        ids = tr.tok_ids[_ranges(tr.tok_ptr[pc], tr.tok_ptr[pc] + lens)].astype(np.int64)
+        ids = tr.tokens[_ranges(tr.tok_lo[pc], tr.tok_lo[pc] + lens)]
         st = np.repeat(ps, lens)
         key = st * (self._n_words + 1) + (ids >> 5)
         order = np.argsort(key, kind="stable")
@@ -420,7 +424,7 @@ class DfaTokenIndex:
         if n_legal > len(self._tb) // self.limits.index_narrow_fraction:
             return self._pack(pc)
         lens = tr.tok_count[pc]
-        ids = tr.tok_ids[_ranges(tr.tok_ptr[pc], tr.tok_ptr[pc] + lens)].astype(np.int64)
+        ids = tr.tokens[_ranges(tr.tok_lo[pc], tr.tok_lo[pc] + lens)]
         words = np.zeros(self._n_words, dtype=np.uint32)
         np.bitwise_or.at(words, ids >> 5, (np.uint32(1) << (ids & 31).astype(np.uint32)).astype(np.uint32))
         return words
