@@ -64,6 +64,12 @@ class TokenTrie:
     def n_nodes(self) -> int:
         return int(self.byte.shape[0])
 
+    @property
+    def label(self) -> I64:
+        """The edge labels, which here are bytes (the name :class:`~grammarmask.regular.ClassTrie`
+        shares, whose labels are byte classes)."""
+        return self.byte
+
     @classmethod
     def build(cls, token_bytes: Sequence[bytes], exclude: Iterable[int] = ()) -> TokenTrie:
         """Build the trie of every non-empty token not in ``exclude``, vectorised over tokens."""

@@ -201,7 +201,7 @@ class RootWalk:
             under = self.ct.sub_count
         else:
             self.table = tr
-            self.parent, self.level_lo, self.label = ta.parent, ta.level_lo, ta.byte
+            self.parent, self.level_lo, self.label = ta.parent, ta.level_lo, ta.label
             self.tok_node = _padded_tok_node(ta.tok_node, self.n_bits, ta.n_nodes)
             self.child_lo, self.child_hi = ta.child_lo, ta.child_hi
             self.tok_lo, self.tok_hi, self.tokens = ta.tok_lo, ta.tok_hi, ta.tokens
