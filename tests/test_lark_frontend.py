@@ -108,6 +108,7 @@ ERRORS = {
     "declare": ('start: "a" FOO\n%declare FOO\n', "%declare", 1, 12),
     "unproductive_start": ('start: "a" start\n', "unproductive", 1, 1),
     "empty_language": ('x: "a"\nstart: x start | start x\n', "empty", 2, 1),
+    "terminal_matching_nothing": ('start: "a" X\nX: /[^\\x00-\\U0010ffff]/\n', "X matches nothing", 2, 1),
     "zero_width": ('start: A\nA: /a*/\n', "zero-width", 2, 1),
     "lookaround": ('start: A\nA: /a(?=b)/\n', "lookaround", 2, 1),
     "no_start_rule": ('a: "x"\n', "start", None, None),

@@ -209,7 +209,8 @@ def lark_to_cfg(text: str, *, start: str = "start", source_path: str | None = No
     if start not in rules:  # lark compiles a grammar with no start rule to no rules at all
         raise GrammarError(_NO_START.format(start))
     ignore = [terminal(n) for n in ignore_names]
-    return build_cfg(rules, start, ignore=ignore, positions=_definitions(text, rules), source=text)
+    positions = _definitions(text, [*rules, *patterns])
+    return build_cfg(rules, start, ignore=ignore, positions=positions, source=text)
 
 
 def _import_paths(paths: Sequence[str]) -> tuple[Any, ...]:

@@ -43,7 +43,7 @@ class Rule:
 class Cfg:
     """A context-free grammar over byte-DFA terminals.
 
-    ``positions`` maps a nonterminal name to the (line, column) where it is defined, for errors.
+    ``positions`` maps a rule or terminal name to the (line, column) where it is defined, for errors.
     """
 
     nonterminals: tuple[str, ...]
@@ -105,7 +105,7 @@ class Cfg:
         """
         for t in self.terminals:
             if not bool(t.dfa.accepting.any()):
-                raise GrammarError(f"terminal {t.name} matches nothing")
+                raise self._error(f"terminal {t.name} matches nothing", t.name)
         prod = self.productive()
         start_name = self.nonterminals[self.start]
         if self.start not in prod:
