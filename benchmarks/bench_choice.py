@@ -1,10 +1,12 @@
 """Choice on the real tekken 131k vocabulary: vocabulary preprocessing, compile, per-step mask time.
 
-    python benchmarks/bench_choice.py [--labels 1000] [--docs 300]
+    python benchmarks/bench_choice.py [--labels 1000] [--docs 300] [--engine native|python]
 
 Each run compiles a fresh grammar (no cache), then decodes ``--docs`` labels tokenized by the real
 tokenizer (with a leading space, as a model writes them after a prompt), timing ``Matcher.mask()``
-at every step, EOS step included. First visits of trie states are part of the figures.
+at every step, EOS step included. First visits of trie states are part of the figures. ``--engine``
+picks the engine (default: native when the extension is built; multi-label mode, ``--separator``,
+filters the index's masks in Python either way).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import grammarmask as gm  # noqa: E402
+from grammarmask.engine import in_use, resolve  # noqa: E402
 from grammarmask.frontends.choice import Choice  # noqa: E402
 from grammarmask.loaders import mistral_tokenizer  # noqa: E402
 from tests.support import taxonomy_labels  # noqa: E402
@@ -36,8 +39,13 @@ def main() -> None:
     ap.add_argument("--labels", type=int, default=1000)
     ap.add_argument("--docs", type=int, default=300)
     ap.add_argument("--separator", default=None, help="multi-label mode: join 3 labels with this")
+    ap.add_argument("--engine", choices=["native", "python"], default=None)
     args = ap.parse_args()
+    with in_use(resolve(args.engine)):
+        run(args)
 
+
+def run(args: argparse.Namespace) -> None:
     t0 = time.perf_counter()
     tok = mistral_tokenizer("tekken")
     vocab = gm.Vocabulary.from_mistral(tok)
@@ -75,7 +83,10 @@ def main() -> None:
             m.advance(t)
 
     cpu = platform.processor() or platform.machine()
-    print(f"machine: {cpu}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(
+        f"machine: {cpu}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+        f"engine {resolve(None)}, load average {os.getloadavg()[0]:.1f}"
+    )
     print(f"vocabulary preprocessing (load + trie, once per tokenizer): {prep:.2f} s")
     print(
         f"Choice compile, {args.labels} labels: first in the process {compile_ms:.1f} ms, "

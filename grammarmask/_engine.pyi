@@ -1,5 +1,8 @@
 """Type stubs of the native engine (the Rust crate at the repository root, built by maturin)."""
 
+from collections.abc import Callable
+from typing import Any
+
 __version__: str
 
 class Vocabulary:
@@ -12,6 +15,7 @@ class Vocabulary:
     def size(self) -> int: ...
     @property
     def n_words(self) -> int: ...
+    def clear_tries(self) -> None: ...
     @property
     def tries_cached(self) -> int: ...
 
@@ -19,9 +23,15 @@ class RegularIndex:
     """Legal tokens and next states of a byte DFA (dense int32 table, dead state 0)."""
 
     def __init__(
-        self, vocab: Vocabulary, transitions: bytes, accepting: bytes, start: int, cache_masks: int
+        self,
+        vocab: Vocabulary,
+        transitions: bytes,
+        accepting: bytes,
+        start: int,
+        cache_masks: int,
+        wrap: Callable[[bytes], Any] | None = None,
     ) -> None: ...
-    def mask_bytes(self, state: int) -> bytes: ...
+    def mask(self, state: int) -> Any: ...
     def next_state(self, state: int, token: int) -> int: ...
     def is_accepting(self, state: int) -> bool: ...
     def forced_bytes(self, state: int) -> bytes: ...

@@ -15,7 +15,7 @@ pub struct Lru<K, V> {
     order: BTreeMap<u64, K>,
 }
 
-impl<K: Eq + Hash + Clone, V: Clone> Lru<K, V> {
+impl<K: Eq + Hash + Clone, V> Lru<K, V> {
     /// An empty map keeping at most `limit` entries (a limit of 0 keeps nothing).
     pub fn new(limit: usize) -> Self {
         Lru {
@@ -27,14 +27,14 @@ impl<K: Eq + Hash + Clone, V: Clone> Lru<K, V> {
     }
 
     /// The value of `key`, now the most recently used.
-    pub fn get(&mut self, key: &K) -> Option<V> {
+    pub fn get(&mut self, key: &K) -> Option<&V> {
         self.tick += 1;
         let tick = self.tick;
         let (value, stamp) = self.entries.get_mut(key)?;
         self.order.remove(stamp);
         *stamp = tick;
         self.order.insert(tick, key.clone());
-        Some(value.clone())
+        Some(value)
     }
 
     /// Store `value` under `key` and evict the least recently used entries past the limit.
@@ -57,6 +57,11 @@ impl<K: Eq + Hash + Clone, V: Clone> Lru<K, V> {
         }
     }
 
+    /// The most entries kept.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
     /// Number of entries held.
     pub fn len(&self) -> usize {
         self.entries.len()
@@ -77,11 +82,11 @@ mod tests {
         let mut lru = Lru::new(2);
         lru.put(1, "a");
         lru.put(2, "b");
-        assert_eq!(lru.get(&1), Some("a")); // 2 is now the oldest
+        assert_eq!(lru.get(&1), Some(&"a")); // 2 is now the oldest
         lru.put(3, "c");
         assert_eq!(lru.get(&2), None);
-        assert_eq!(lru.get(&1), Some("a"));
-        assert_eq!(lru.get(&3), Some("c"));
+        assert_eq!(lru.get(&1), Some(&"a"));
+        assert_eq!(lru.get(&3), Some(&"c"));
         assert_eq!(lru.len(), 2);
     }
 
@@ -100,6 +105,6 @@ mod tests {
         lru.put(1, 2);
         lru.put(2, 3);
         assert_eq!(lru.len(), 2);
-        assert_eq!(lru.get(&1), Some(2));
+        assert_eq!(lru.get(&1), Some(&2));
     }
 }

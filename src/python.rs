@@ -4,15 +4,16 @@
 //! `grammarmask.GrammarMaskError`, never as PyO3's `PanicException`.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::error::{Error, Result};
+use crate::lru::Lru;
 use crate::regular::{Dfa, RegularIndex};
-use crate::vocab::Vocab;
+use crate::vocab::{lock, Vocab};
 
 /// An instance of the exception class `name` of `grammarmask.errors` with `message`.
 fn grammarmask_error(py: Python<'_>, name: &str, message: String) -> PyErr {
@@ -116,6 +117,11 @@ impl PyVocab {
         self.inner.n_words()
     }
 
+    /// Drop the cached token tries (the next grammar builds its own; for benchmarks).
+    fn clear_tries(&self) {
+        self.inner.clear_tries()
+    }
+
     /// Token tries held (at most the ``tries`` given).
     #[getter]
     fn tries_cached(&self) -> usize {
@@ -126,16 +132,22 @@ impl PyVocab {
 /// The regular index of a byte DFA over a native vocabulary (see `regular.rs`). Immutable and
 /// thread-safe: masks are computed without the GIL and cached in a bounded LRU.
 ///
-/// `RegularIndex(vocab, transitions, accepting, start, cache_masks)`: `transitions` the DFA's
-/// `(n, 256)` int32 table as bytes (native order), `accepting` one byte per state.
+/// `RegularIndex(vocab, transitions, accepting, start, cache_masks, wrap=None)`: `transitions` the
+/// DFA's `(n, 256)` int32 table as bytes (native order), `accepting` one byte per state; `mask`
+/// answers `wrap(words as bytes)` (the bytes themselves without `wrap`), keeping `cache_masks` of
+/// them: that LRU is the index's only mask cache.
 #[pyclass(frozen, name = "RegularIndex", module = "grammarmask._engine")]
 pub struct PyRegularIndex {
     inner: Arc<RegularIndex>,
+    /// The answers of `mask` by state: `wrap(bytes)`, made once and handed out shared.
+    masks: Mutex<Lru<u32, Py<PyAny>>>,
+    wrap: Option<Py<PyAny>>,
 }
 
 #[pymethods]
 impl PyRegularIndex {
     #[new]
+    #[pyo3(signature = (vocab, transitions, accepting, start, cache_masks, wrap = None))]
     fn new(
         py: Python<'_>,
         vocab: &Bound<'_, PyVocab>,
@@ -143,6 +155,7 @@ impl PyRegularIndex {
         accepting: &Bound<'_, PyBytes>,
         start: i64,
         cache_masks: i64,
+        wrap: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
         let vocab = Arc::clone(&vocab.get().inner);
         let table: Vec<u8> = transitions.as_bytes().to_vec();
@@ -153,23 +166,40 @@ impl PyRegularIndex {
             let start = to_usize(start, "native DFA: start")?;
             let cache = to_usize(cache_masks, "native DFA: cache_masks")?;
             let dfa = Dfa::new(table, accepting, start)?;
-            Ok(RegularIndex::new(vocab, dfa, cache))
+            Ok((RegularIndex::new(vocab, dfa, 0), cache)) // this wrapper keeps the one mask cache
         })?;
+        let (inner, cache) = inner;
         Ok(PyRegularIndex {
             inner: Arc::new(inner),
+            masks: Mutex::new(Lru::new(cache)),
+            wrap,
         })
     }
 
-    /// The legal normal tokens in `state` as packed uint32 words (native byte order), as bytes.
-    fn mask_bytes<'py>(&self, py: Python<'py>, state: i64) -> PyResult<Bound<'py, PyBytes>> {
+    /// The legal normal tokens in `state`: `wrap(words)`, the packed uint32 words (native order) as
+    /// bytes. Computed without the GIL on first visit; the same object while it stays cached.
+    fn mask(&self, py: Python<'_>, state: i64) -> PyResult<Py<PyAny>> {
+        let s = match self.inner.state(state) {
+            Ok(s) => s,
+            Err(Error(message)) => return Err(grammarmask_error(py, "GrammarError", message)),
+        };
+        if let Some(hit) = lock(&self.masks).get(&s) {
+            return Ok(hit.clone_ref(py));
+        }
         let idx = Arc::clone(&self.inner);
-        let words = guarded(py, move || idx.mask(state))?;
-        PyBytes::new_with(py, words.len() * 4, |buf| {
+        let words = guarded(py, move || idx.mask_uncached(state))?;
+        let bytes = PyBytes::new_with(py, words.len() * 4, |buf| {
             for (out, w) in buf.chunks_exact_mut(4).zip(words.iter()) {
                 out.copy_from_slice(&w.to_ne_bytes());
             }
             Ok(())
-        })
+        })?;
+        let made: Py<PyAny> = match &self.wrap {
+            Some(wrap) => wrap.call1(py, (bytes,))?,
+            None => bytes.into_any().unbind(),
+        };
+        lock(&self.masks).put(s, made.clone_ref(py));
+        Ok(made)
     }
 
     /// The state after `token` from `state`; 0 when the token is illegal there.
@@ -218,7 +248,7 @@ impl PyRegularIndex {
     /// Masks held in the cache.
     #[getter]
     fn masks_cached(&self) -> usize {
-        self.inner.masks_cached()
+        lock(&self.masks).len()
     }
 }
 

@@ -152,18 +152,34 @@ impl RegularIndex {
         }
     }
 
-    /// Packed words (bit `t % 32` of word `t / 32`) of the normal tokens legal in `state`.
+    /// Packed words (bit `t % 32` of word `t / 32`) of the normal tokens legal in `state`
+    /// (cached: at most `cache_masks` of them are kept).
     pub fn mask(&self, state: i64) -> Result<Arc<[u32]>> {
         let s = self.check(state)?;
         if s == 0 {
             return Ok(Arc::clone(&self.zeros));
         }
         if let Some(hit) = lock(&self.masks).get(&s) {
-            return Ok(hit);
+            return Ok(Arc::clone(hit));
         }
         let words: Arc<[u32]> = self.compute(s).into();
         lock(&self.masks).put(s, Arc::clone(&words));
         Ok(words)
+    }
+
+    /// The words of [`RegularIndex::mask`], computed afresh (for a caller that keeps its own cache).
+    pub fn mask_uncached(&self, state: i64) -> Result<Vec<u32>> {
+        let s = self.check(state)?;
+        Ok(if s == 0 {
+            vec![0; self.vocab.n_words()]
+        } else {
+            self.compute(s)
+        })
+    }
+
+    /// `state` checked against the automaton (for callers that cache by state themselves).
+    pub fn state(&self, state: i64) -> Result<u32> {
+        self.check(state)
     }
 
     /// One preorder scan of the class trie from `state`, jumping over dead subtrees.

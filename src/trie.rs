@@ -25,59 +25,84 @@ pub struct TokenTrie {
 
 impl TokenTrie {
     /// The trie of `vocab`'s normal tokens with every byte `b` replaced by `map[b]`.
+    ///
+    /// A most-significant-digit radix sort of the token ids by class string, depth by depth: a node
+    /// is a group of tokens sharing its path; sorting the group by the class at the next position
+    /// splits it into the children (in class order). Groups are taken from a stack, children
+    /// pushed in reverse, so nodes are numbered in preorder; `end` is filled by one pass after.
     pub fn build(vocab: &Vocab, map: &[u8; 256]) -> TokenTrie {
-        let mapped: Vec<u8> = vocab
-            .flat_bytes()
-            .iter()
-            .map(|&b| map[usize::from(b)])
-            .collect();
-        let seq = |t: u32| &mapped[vocab.span(t as usize)];
+        let bytes = vocab.flat_bytes();
         let mut ids: Vec<u32> = vocab.normal_ids().collect();
-        ids.sort_by(|&a, &b| seq(a).cmp(seq(b)).then(a.cmp(&b)));
-
+        let span = |t: u32| vocab.span(t as usize);
+        // the sort key at depth d: 0 for a token that ends there, else 1 + its class; then the id
+        let key = |t: u32, d: usize| -> u64 {
+            let sp = span(t);
+            let k = if sp.len() == d {
+                0
+            } else {
+                1 + u64::from(map[usize::from(bytes[sp.start + d])])
+            };
+            (k << 32) | u64::from(t)
+        };
         let mut trie = TokenTrie {
-            label: vec![0],
-            depth: vec![0],
-            end: vec![0],
-            tok_ptr: Vec::new(),
+            label: Vec::new(),
+            depth: Vec::new(),
+            end: Vec::new(),
+            tok_ptr: vec![0],
             tok_ids: Vec::with_capacity(ids.len()),
             max_depth: 0,
         };
-        let mut counts: Vec<u32> = vec![0];
-        let mut path: Vec<u32> = vec![0]; // path[d]: the node of depth d on the current path
-        let mut prev: &[u8] = &[];
-        // In sorted order a node's tokens are adjacent, and come before the tokens below it, so
-        // nodes are created in preorder and tokens land grouped by node in node order.
-        for &t in &ids {
-            let s = seq(t);
-            let lcp = prev.iter().zip(s).take_while(|(a, b)| a == b).count();
-            while path.len() > lcp + 1 {
-                if let Some(n) = path.pop() {
-                    trie.end[n as usize] = trie.label.len() as u32;
+        // (first, last) ids of a group, its depth, its class label
+        let mut stack: Vec<(usize, usize, usize, u8)> = vec![(0, ids.len(), 0, 0)];
+        let mut runs: Vec<(usize, usize, u8)> = Vec::new();
+        let mut keys: Vec<u64> = Vec::new();
+        while let Some((lo, hi, d, label)) = stack.pop() {
+            trie.label.push(label);
+            trie.depth.push(d as u32);
+            trie.max_depth = trie.max_depth.max(d);
+            // sort the group by (class at depth d, id) through a scratch of packed keys
+            keys.clear();
+            keys.extend(ids[lo..hi].iter().map(|&t| key(t, d)));
+            if keys.len() > 1 {
+                keys.sort_unstable();
+            }
+            for (slot, &k) in ids[lo..hi].iter_mut().zip(keys.iter()) {
+                *slot = k as u32;
+            }
+            let mut i = 0;
+            while i < keys.len() && keys[i] >> 32 == 0 {
+                trie.tok_ids.push(keys[i] as u32); // tokens whose class string is exactly this path
+                i += 1;
+            }
+            trie.tok_ptr.push(trie.tok_ids.len() as u32);
+            runs.clear();
+            while i < keys.len() {
+                let class = keys[i] >> 32;
+                let mut j = i + 1;
+                while j < keys.len() && keys[j] >> 32 == class {
+                    j += 1;
+                }
+                runs.push((lo + i, lo + j, (class - 1) as u8));
+                i = j;
+            }
+            for &(a, b, class) in runs.iter().rev() {
+                stack.push((a, b, d + 1, class));
+            }
+        }
+        // end[i]: the first node after i (in preorder) that is no deeper than i
+        let n = trie.label.len();
+        trie.end = vec![n as u32; n];
+        let mut open: Vec<usize> = Vec::new();
+        for i in 0..n {
+            while let Some(&top) = open.last() {
+                if trie.depth[top] >= trie.depth[i] {
+                    trie.end[top] = i as u32;
+                    open.pop();
+                } else {
+                    break;
                 }
             }
-            for (d, &c) in s.iter().enumerate().skip(lcp) {
-                path.push(trie.label.len() as u32);
-                trie.label.push(c);
-                trie.depth.push(d as u32 + 1);
-                trie.end.push(0);
-                counts.push(0);
-            }
-            counts[path[s.len()] as usize] += 1;
-            trie.tok_ids.push(t);
-            trie.max_depth = trie.max_depth.max(s.len());
-            prev = s;
-        }
-        let n = trie.label.len() as u32;
-        for node in path {
-            trie.end[node as usize] = n;
-        }
-        trie.tok_ptr.reserve(counts.len() + 1);
-        trie.tok_ptr.push(0);
-        let mut acc = 0u32;
-        for c in counts {
-            acc += c;
-            trie.tok_ptr.push(acc);
+            open.push(i);
         }
         trie
     }

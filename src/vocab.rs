@@ -138,11 +138,17 @@ impl Vocab {
     /// The token trie under the byte -> class map `map` (built once, then cached while in use).
     pub fn trie(&self, map: &[u8; 256]) -> Arc<TokenTrie> {
         if let Some(hit) = lock(&self.tries).get(map) {
-            return hit;
+            return Arc::clone(hit);
         }
         let trie = Arc::new(TokenTrie::build(self, map)); // outside the lock: a race builds a spare
         lock(&self.tries).put(*map, Arc::clone(&trie));
         trie
+    }
+
+    /// Drop every cached trie (benchmarks measure a compile that builds its own).
+    pub fn clear_tries(&self) {
+        let limit = lock(&self.tries).limit();
+        *lock(&self.tries) = Lru::new(limit);
     }
 
     /// Tries held in the cache.
@@ -189,5 +195,7 @@ mod tests {
         assert!(std::sync::Arc::ptr_eq(&a, &v.trie(&id)));
         v.trie(&[0u8; 256]);
         assert_eq!(v.tries_cached(), 1);
+        v.clear_tries();
+        assert_eq!(v.tries_cached(), 0);
     }
 }

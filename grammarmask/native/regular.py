@@ -19,6 +19,11 @@ __all__ = ["NativeDfaCompiledGrammar"]
 Words = npt.NDArray[np.uint32]
 
 
+def _read_only_words(data: bytes) -> Words:
+    """The native index's mask bytes as the (read-only) uint32 array the engine API hands out."""
+    return np.frombuffer(data, dtype=np.uint32)
+
+
 class NativeDfaCompiledGrammar(CompiledGrammar):
     """Any trimmed byte :class:`DFA` bound to a vocabulary. State: the DFA state (int).
 
@@ -35,13 +40,15 @@ class NativeDfaCompiledGrammar(CompiledGrammar):
             dfa.accepting.tobytes(),
             dfa.start,
             active().index_masks,
+            _read_only_words,
         )
 
     def initial_state(self) -> int:
         return self.dfa.start
 
     def state_mask_words(self, state: int) -> Words:
-        return np.frombuffer(self.index.mask_bytes(state), dtype=np.uint32)
+        words: Words = self.index.mask(state)
+        return words
 
     def advance_state(self, state: int, token_id: int) -> int | None:
         return self.index.next_state(state, token_id) or None
