@@ -12,6 +12,7 @@ code                      severity  meaning
 ``unreachable-rule``      warning   a rule the start rule never uses
 ``unused-terminal``       warning   a terminal no rule uses (and that is not ``%ignore``-d)
 ``unsupported-terminal``  note      a terminal grammarmask cannot compile to an automaton
+``undefined-rule``        error     a rule (or terminal) is used but defined nowhere (Lark)
 ========================  ========  =======================================================
 
 Lark text is loaded with lark's own loader (``lark.Lark``); GBNF is read by grammarmask's GBNF
@@ -111,23 +112,38 @@ def lint_lark(text: str, *, start: str = "start", import_paths: Sequence[str] = 
     import lark
     from lark.exceptions import LarkError
 
-    from .frontends.lark import check_nesting
+    from .frontends.lark import NO_START, check_nesting, find_use, lark_error
 
     if not isinstance(text, str):
         raise GrammarError(f"Lark grammar text must be str, got {type(text).__name__}")
     check_nesting(text)
-    try:
-        parser = lark.Lark(text, start=start, import_paths=list(import_paths))
-    except LarkError as e:
-        line, col = getattr(e, "line", None), getattr(e, "column", None)
-        if not isinstance(line, int) or line < 1:
-            line = col = None
-        raise GrammarError(f"lark: {str(e).splitlines()[0]}", line=line, column=col, text=text) from None
     out: list[Finding] = []
+    # An undefined rule is a finding, not a failure: it is defined as a rule that derives nothing
+    # (so the rules that need it show as unproductive) and the lint goes on.
+    stubs: list[str] = []
+    while True:
+        try:
+            defs = "".join(f"\n{n}: /[^\\s\\S]/\n" if n.isupper() else f"\n{n}: {n}\n" for n in stubs)
+            parser = lark.Lark(text + defs, start=start, import_paths=list(import_paths))
+            break
+        except LarkError as e:
+            if f"undefined rule: NonTerminal('{start}')" in str(e):
+                raise GrammarError(NO_START.format(start)) from None
+            m = re.match(r"Rule '(\w+)' used but not defined", str(e))
+            if m and m.group(1) not in stubs and len(stubs) < 100:
+                name = m.group(1)
+                stubs.append(name)
+                line, col = find_use(text, name) or (None, None)
+                kind = "terminal" if name.isupper() else "rule"
+                out.append(Finding(line, col, "error", "undefined-rule", name,
+                                   f"{kind} {name!r} is used but not defined"))
+                continue
+            raise lark_error(e, text) from None
 
     def add(name: str, severity: str, code: str, message: str) -> None:
-        line, col = _lark_position(text, name)
-        out.append(Finding(line, col, severity, code, name, message))
+        if name not in stubs:
+            line, col = _lark_position(text, name)
+            out.append(Finding(line, col, severity, code, name, message))
 
     # terminals: every definition in the text (used or not), plus the anonymous ones lark made
     used_terms = {t.name: t for t in parser.terminals}

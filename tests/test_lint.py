@@ -57,6 +57,12 @@ LARK_CASES = [
         'start: INT\nDIGIT: "0".."9"\nINT: DIGIT+ // "HEX"\nHEX: "a".."f"\nHEXNUM: HEX+\n',
         [("unused-terminal", "HEX", 4, 1), ("unused-terminal", "HEXNUM", 5, 1)],
     ),
+    # an undefined rule or terminal is a finding (where it is used), and the rest is still linted
+    (
+        'start: "a" FOO | b\nb: "c" zed\nz: "q"\n',
+        [("empty-language", "start", 1, 1), ("undefined-rule", "FOO", 1, 12),
+         ("unproductive-rule", "b", 2, 1), ("undefined-rule", "zed", 2, 8), ("unreachable-rule", "z", 3, 1)],
+    ),  # fmt: skip
 ]
 
 
@@ -82,9 +88,11 @@ def test_gbnf_findings(text: str, want: list[tuple[str, str, int, int]]) -> None
 
 
 def test_bad_text_is_a_grammar_error_with_position() -> None:
+    with pytest.raises(GrammarError, match="no rule named 'start'"):
+        lint_lark('x: "a"\n')
     with pytest.raises(GrammarError) as e:
-        lint_lark("start: a\n")
-    assert "undefined" in str(e.value).lower() or "not defined" in str(e.value).lower()
+        lint_lark('start: "a" (\n')
+    assert (e.value.line, e.value.column) == (1, 13)
     with pytest.raises(GrammarError) as e2:
         lint_gbnf("root ::= b\n")
     assert e2.value.line == 1 and e2.value.column == 10

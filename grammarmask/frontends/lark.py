@@ -31,7 +31,7 @@ _LOOKBEHIND_REWRITES = {
     r'".*?(?<!\\)(\\\\)*?"': r'"(?:[^"\\\n]|\\[^\n])*"',
 }
 
-_NO_START = "lark: the grammar has no rule named {!r} (the start rule; pass start=... to use another)"
+NO_START = "lark: the grammar has no rule named {!r} (the start rule; pass start=... to use another)"
 
 _POS = re.compile(r"at line (\d+),? column (\d+)")
 
@@ -68,7 +68,7 @@ def _definitions(text: str, names: Iterable[str]) -> dict[str, tuple[int, int]]:
 _WORD = re.compile(r"\w+")
 
 
-def _find_use(text: str, name: str) -> tuple[int, int] | None:
+def find_use(text: str, name: str) -> tuple[int, int] | None:
     for m in re.finditer(rf"(?<![\w.]){re.escape(name)}\b(?!\s*[:.])", text):
         line_start = text.rfind("\n", 0, m.start()) + 1
         if text[line_start : m.start()].lstrip().startswith(("//", "%import")):
@@ -77,7 +77,7 @@ def _find_use(text: str, name: str) -> tuple[int, int] | None:
     return None
 
 
-def _lark_error(e: Exception, text: str) -> GrammarError:
+def lark_error(e: Exception, text: str) -> GrammarError:
     msg = str(e).split("\n")[0]
     line = getattr(e, "line", None)
     col = getattr(e, "column", None)
@@ -89,7 +89,7 @@ def _lark_error(e: Exception, text: str) -> GrammarError:
         line = col = None
         m2 = re.search(r"'(\w+)' used but not defined", msg)
         if m2:
-            pos = _find_use(text, m2.group(1))
+            pos = find_use(text, m2.group(1))
             if pos:
                 line, col = pos
         if line is None:
@@ -175,8 +175,8 @@ def lark_to_cfg(text: str, *, start: str = "start", source_path: str | None = No
         lark_terminals, lark_rules, ignore_names = grammar.compile([start], set())
     except LarkError as e:
         if f"undefined rule: NonTerminal('{start}')" in str(e):
-            raise GrammarError(_NO_START.format(start)) from None
-        raise _lark_error(e, text) from None
+            raise GrammarError(NO_START.format(start)) from None
+        raise lark_error(e, text) from None
     except re.error as e:
         raise GrammarError(f"lark: bad regular expression: {e}", text=text) from None
     finally:
@@ -190,7 +190,7 @@ def lark_to_cfg(text: str, *, start: str = "start", source_path: str | None = No
         if pat is None:
             td = terms.get(name)
             if td is None:
-                pos = _find_use(text, name) or (None, None)
+                pos = find_use(text, name) or (None, None)
                 raise GrammarError(
                     f"terminal {name} has no definition (%declare): grammarmask cannot generate it",
                     line=pos[0], column=pos[1], text=text)
@@ -207,7 +207,7 @@ def lark_to_cfg(text: str, *, start: str = "start", source_path: str | None = No
         bodies.setdefault(r.origin.name, []).append(seq(*items) if items else EMPTY)
     rules = {name: alt(alts) for name, alts in bodies.items()}
     if start not in rules:  # lark compiles a grammar with no start rule to no rules at all
-        raise GrammarError(_NO_START.format(start))
+        raise GrammarError(NO_START.format(start))
     ignore = [terminal(n) for n in ignore_names]
     positions = _definitions(text, [*rules, *patterns])
     return build_cfg(rules, start, ignore=ignore, positions=positions, source=text)
