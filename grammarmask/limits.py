@@ -61,6 +61,10 @@ class Limits:
     earley_signatures: int = 200_000
     #: Earley sets held after they are built, for speculative sets asked again soon (256)
     earley_recent: int = 256
+    #: items one Earley set may consider while it is built (100,000: about 0.1 s of Python). Sets
+    #: of real grammars hold hundreds; a highly ambiguous grammar (``s: s s | "a"``) needs about
+    #: n**2 / 2 after n lexemes, and over the budget ``mask``/``advance`` raise BudgetExceeded
+    earley_items_per_set: int = 100_000
     #: root walks shared by every grammar of a vocabulary: their bytes (128 MiB)
     shared_walk_bytes: int = 128 << 20
     #: dense root walkers shared per vocabulary (16; a few MB each)

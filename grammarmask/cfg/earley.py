@@ -24,6 +24,7 @@ from collections import deque
 from collections.abc import Hashable, Iterable
 from typing import Any
 
+from ..errors import BudgetExceeded
 from ..ir.cfg import Cfg
 from ..limits import Limits, active
 
@@ -37,6 +38,7 @@ class EarleyGrammar:
         self.cfg = cfg
         limits = limits or active()
         self.sig_limit = limits.earley_signatures
+        self.items_per_set = limits.earley_items_per_set
         nullable = cfg.nullable()
         # Dotted rules: for rule r with n symbols, dots d = base[r] .. base[r] + n.
         self.next_sym: list[int | None] = []
@@ -219,7 +221,14 @@ class EarleySet:
         accepting = False
         deref = 0
         odepth = 0
+        budget = g.items_per_set
         while agenda:
+            budget -= 1
+            if budget < 0:
+                raise BudgetExceeded(
+                    "earley_items_per_set", g.items_per_set,
+                    "an Earley set needs more items than allowed (a highly ambiguous grammar?)",
+                    where=f"lexeme {self.index}")
             dot, origin, depth = agenda.pop()
             k = slot_of.get(origin)
             if k is None:
