@@ -1,15 +1,16 @@
 """Hypothesis strategies for any grammar: valid documents, viable prefixes and legal token paths.
 
-They need no knowledge of the backend: each walks the grammar's own mask. Documents and prefixes are
-drawn byte by byte over a byte-level vocabulary (:func:`grammarmask.testing.byte_vocabulary`), so every
-string the grammar accepts can be drawn; token paths walk the mask of a real vocabulary.
+:func:`from_grammar` draws documents by *derivation from the grammar's IR*
+(:mod:`grammarmask.derivation`): a context-free grammar (Lark, GBNF, JSON Schema) is expanded rule by
+rule, a regular one (Regex, Choice, their compositions) walked through its DFA, both steered by each
+rule's and state's shortest completion so that every draw ends within ``max_size`` bytes. Every
+drawn document is checked with the compiled matcher, the exact recognizer. Hypothesis shrinks a
+failure toward short, whitespace- and comment-free documents of plain bytes.
 
-Every choice is an integer index into the legal set, with "stop here" (EOS) first and bytes in
-ascending order, so hypothesis shrinks toward short documents made of small bytes. After ``max_size``
-bytes the walk steers toward completion: it follows forced bytes, takes EOS as soon as it is legal,
-and otherwise looks for a short way to a complete sentence: a bounded breadth-first search, then a
-greedy walk that always moves to the most constrained next state (fewest legal bytes), which closes
-strings, brackets and keywords. A walk that finds no completion within the budget is discarded.
+Grammars with no such IR (an intersection ``a & b`` of two context-free grammars, a multi-label
+``Choice``, a grammar already compiled) fall back to a walk of the grammar's own byte mask, which
+steers to completion once ``max_size`` bytes are out (forced bytes, a short breadth-first search,
+then a greedy walk to the most constrained state) and discards walks that find none.
 
 Examples
 --------
@@ -164,7 +165,25 @@ def _bfs_finish(compiled: CompiledGrammar, state: Any, budget: int) -> bytes | N
 
 
 @st.composite
-def _documents(
+def _derived(draw: Any, grammar: Grammar, max_size: int, encoding: str | None) -> Any:
+    from .derivation import generator_for
+
+    gen = generator_for(grammar)
+    assert gen is not None
+    got = gen.draw(draw, max_size, text=encoding is not None)
+    assume(got is not None)  # rare: several draws in a row lexed differently (see derivation)
+    assert got is not None
+    if encoding is None:
+        return got.data
+    try:
+        return got.data.decode(encoding)
+    except UnicodeDecodeError:
+        assume(False)
+        raise AssertionError("unreachable") from None
+
+
+@st.composite
+def _walked(
     draw: Any, compiled: CompiledGrammar, max_size: int, encoding: str | None, finish_budget: int
 ) -> Any:
     m = compiled.matcher()
@@ -206,10 +225,25 @@ def from_grammar(
 ) -> st.SearchStrategy[Any]:
     """Complete sentences of ``grammar`` (any backend), as ``str`` (or ``bytes`` with ``encoding=None``).
 
-    Documents grow freely up to ``max_size`` bytes, then steer to the nearest completion, so nesting
-    depth stays bounded; hypothesis shrinks them toward short documents of small bytes. A walk whose
-    completion is not found within ``finish_budget`` search steps (or that dead-ends in an
-    intersection, or is not valid ``encoding``) is discarded, not returned.
+    Parameters
+    ----------
+    max_size
+        The most bytes a document has. Derivations are steered by each rule's shortest completion,
+        so every draw fits; when the grammar's shortest document is longer than ``max_size`` (a
+        schema with many required keys), documents are as short as the grammar allows instead.
+        Larger values give longer, more deeply nested documents; shrinking still goes to the shortest.
+    encoding
+        Decode documents with this codec (None: return ``bytes``). Draws that are not valid in it
+        are drawn again.
+    finish_budget
+        Search steps the mask walk (used only for grammars without a derivable IR, see the module
+        docstring) spends looking for a completion before it discards the walk.
+
+    Raises
+    ------
+    GrammarError
+        ``grammar`` is not a Grammar, or is compiled on another vocabulary than :func:`byte_vocab`;
+        ``max_size`` is not an integer >= 0.
 
     Examples
     --------
@@ -224,7 +258,12 @@ def from_grammar(
     """
     if not isinstance(max_size, int) or max_size < 0:
         raise GrammarError(f"max_size must be an integer >= 0, got {max_size!r}")
-    return _documents(_compile(grammar), max_size, encoding, finish_budget)
+    if isinstance(grammar, Grammar):
+        from .derivation import generator_for
+
+        if generator_for(grammar) is not None:
+            return _derived(grammar, max_size, encoding)
+    return _walked(_compile(grammar), max_size, encoding, finish_budget)
 
 
 @st.composite

@@ -88,10 +88,11 @@ def test_from_grammar_choice(doc: bytes) -> None:
 def test_documents_shrink_toward_short_small_bytes() -> None:
     assert find(from_grammar(Regex(r"[a-z]+")), lambda d: len(d) >= 3) == "aaa"
     assert find(from_grammar(Regex(r"x|yy|zzz")), lambda d: True) == "x"
-    # nesting is bounded: completion is steered once max_size is used up
-    deep = find(from_grammar(Lark(CALC), max_size=4), lambda d: d.count("(") >= 3)
+    # nesting is bounded by max_size: derivations are steered by each rule's shortest completion
+    deep = find(from_grammar(Lark(CALC), max_size=5), lambda d: d.count("(") >= 2)
     lark.Lark(CALC).parse(deep)
-    assert deep.count("(") == deep.count(")")
+    assert deep == "((0))"
+    assert find(from_grammar(Lark(CALC), max_size=6), lambda d: True) == "0"
 
 
 def test_from_grammar_refuses_other_vocabularies() -> None:
