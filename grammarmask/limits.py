@@ -54,6 +54,11 @@ class Limits:
     #: masks kept per compiled grammar (2048) and their bytes (16 MiB: a 131k-token row is 16 KB)
     cfg_masks: int = 2048
     cfg_mask_bytes: int = 16 << 20
+    #: ways of cutting the output into lexemes one matcher state may keep open (4,096; real grammars
+    #: keep a handful, scannerless terminals that split one text many ways double it per byte)
+    cfg_configs: int = 4096
+    #: parser states one mask may visit below the lexer walks (10,000: about 2 s at worst)
+    cfg_walk_visits: int = 10_000
     #: walk results kept per compiled grammar (65536) and their bytes (64 MiB)
     cfg_parts: int = 65536
     cfg_parts_bytes: int = 64 << 20

@@ -40,3 +40,31 @@ def test_the_default_budget_lets_ordinary_grammars_run_long_documents() -> None:
     m = g.compile(VOCAB).matcher()
     m.advance_many([1, 0] * 2000)
     assert m.is_accepting()
+
+
+SPLITS = gm.Gbnf('root ::= root root | "a"+ | "a"?')  # every run of a's splits into lexemes 2**n ways
+SPLIT_VOCAB = gm.Vocabulary.from_tokens([b"a", b"aa", b"aaaa", b"a" * 16, b""], eos_token_id=4)
+
+
+def test_text_cut_into_lexemes_many_ways_stops_at_the_configuration_budget() -> None:
+    """Each byte doubles the open ways of cutting the a's into lexemes: advance stops at the
+    budget (after about log2 of it bytes) and leaves the matcher as it was."""
+    m = SPLITS.compile(SPLIT_VOCAB, limits=gm.Limits(cfg_configs=256, cfg_walk_visits=10**9)).matcher()
+    with pytest.raises(gm.BudgetExceeded) as e:
+        for _ in range(40):
+            m.advance(0)
+    assert e.value.budget == "cfg_configs" and e.value.value == 256
+    n, state = m.num_tokens, m.state
+    assert 5 <= n <= 9
+    with pytest.raises(gm.BudgetExceeded):
+        m.try_advance(0)  # a budget error is not a rejection: try_advance raises it too
+    assert m.state is state and m.num_tokens == n
+
+
+def test_a_mask_that_would_visit_too_many_parser_states_stops_at_the_visit_budget() -> None:
+    """A 16-byte token of a's can be cut 2**15 ways: its mask stops at the visit budget."""
+    m = SPLITS.compile(SPLIT_VOCAB, limits=gm.Limits(cfg_walk_visits=500)).matcher()
+    with pytest.raises(gm.BudgetExceeded) as e:
+        m.mask()
+    assert e.value.budget == "cfg_walk_visits" and e.value.value == 500
+    assert m.num_tokens == 0

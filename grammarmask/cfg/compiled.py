@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..cache import Lru
+from ..errors import BudgetExceeded
 from ..grammar import CompiledGrammar
 from ..ir.cfg import Cfg
 from ..limits import Limits, active
@@ -52,6 +53,7 @@ class CompiledCfg(CompiledGrammar):
         self._masks: Lru[Any, Any] = Lru(limits.cfg_masks, limits.cfg_mask_bytes)
         self._parts: Lru[Any, Any] = Lru(limits.cfg_parts, limits.cfg_parts_bytes)
         self._collapse, self._need_max = limits.walk_collapse, limits.walk_need_max
+        self._max_configs, self._max_visits = limits.cfg_configs, limits.cfg_walk_visits
         self._needs: dict[int, list[int]] = {}
         #: the bytes some lexeme can start with, as an int bitset
         self._any_first = 0
@@ -110,6 +112,11 @@ class CompiledCfg(CompiledGrammar):
                     c = self._close(e, q, sh2)
                     if c is not None:
                         out[c] = None
+        if len(out) > self._max_configs:
+            raise BudgetExceeded(
+                "cfg_configs", self._max_configs,
+                "the output can be cut into lexemes in more ways than allowed (terminals that match "
+                "the same text in many splits, as in GBNF's 'root ::= root root | \"a\"+')")
         return tuple(out)
 
     def feed(self, state: State, data: bytes) -> State:
@@ -143,12 +150,13 @@ class CompiledCfg(CompiledGrammar):
         parts: dict[int, Words] = {}
         first = self.lex.first_bits
         walks = self.walks
+        visits = [self._max_visits]  # parser states this mask may still visit (shared down the walk)
         for e, pend, shadows, _ in state:
             fr = walks.root(shadows)
             walks.prepare(fr, pend)
             for q in pend:
                 if first[q] & fr.bits:
-                    for w in self._walk(e, walks.entry(fr, q))[0]:
+                    for w in self._walk(e, walks.entry(fr, q), visits)[0]:
                         parts[id(w)] = w
         empty = walks.empty
         parts.pop(id(empty), None)
@@ -167,7 +175,7 @@ class CompiledCfg(CompiledGrammar):
 
     # --- masks ----------------------------------------------------------------------------------
 
-    def _walk(self, e: EarleySet, ent: Entry) -> tuple[tuple[Words, ...], int]:
+    def _walk(self, e: EarleySet, ent: Entry, visits: list[int]) -> tuple[tuple[Words, ...], int]:
         """Mask words whose union is the legal set below ``ent`` for parser state ``e``, and how deep
         (in origin hops from ``e``) the parser looked to decide it.
 
@@ -185,6 +193,12 @@ class CompiledCfg(CompiledGrammar):
                     if i:  # move to front: the depth that answered last is tried first next time
                         needs.insert(0, needs.pop(i))
                     return hit, (_DEEP if need < 0 else need)
+        visits[0] -= 1
+        if visits[0] < 0:
+            raise BudgetExceeded(
+                "cfg_walk_visits", self._max_visits,
+                "one mask needs to visit more parser states than allowed (tokens that can be cut into "
+                "lexemes in very many ways)")
         lex, walks = self.lex, self.walks
         parts = {id(ent.inside): ent.inside}
         first = lex.first_bits
@@ -221,7 +235,7 @@ class CompiledCfg(CompiledGrammar):
             walks.prepare(fr, pend2)
             for q2 in pend2:
                 if first[q2] & bits:
-                    sub, sub_need = self._walk(e2, walks.entry(fr, q2))
+                    sub, sub_need = self._walk(e2, walks.entry(fr, q2), visits)
                     for w in sub:
                         parts[id(w)] = w
                     if e2 is e:
