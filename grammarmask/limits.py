@@ -97,6 +97,16 @@ class Limits:
     #: over them the object is refused with UnsupportedSchemaError (strict) or kept in declared order
     json_schema_any_order_keys: int = 10
     json_schema_any_order_states: int = 4096
+    #: values of one enum (1,000,000; each is validated against its node and stored in a trie)
+    json_schema_enum_values: int = 1_000_000
+
+    # ---- front ends: regular expressions -------------------------------------------------------------
+    #: group nesting depth of a regex (200; Python's own parser recurses on it)
+    regex_depth: int = 200
+    #: NFA states in the DFA states the subset construction builds, summed (2,000,000: about
+    #: 6 s and 250 MB at worst; ``"a?" * 4000`` needs 24,000,000, ordinary patterns well under
+    #: 100,000)
+    regex_subset_work: int = 2_000_000
 
     # ---- walk strategy of the context-free engine (masks are the same at every setting) -------------
     #: frontiers with fewer rows continue in plain Python (12)

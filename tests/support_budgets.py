@@ -42,4 +42,8 @@ def accepts(compiled: CompiledGrammar, text: str) -> bool:
 def agrees_with_jsonschema(compiled: CompiledGrammar, schema: Any, docs: list[Any]) -> list[Any]:
     """The documents (compact JSON) on which the grammar and ``jsonschema`` disagree."""
     check = jsonschema.Draft202012Validator(schema)
-    return [d for d in docs if accepts(compiled, json.dumps(d, separators=(",", ":"))) != check.is_valid(d)]
+    return [
+        d
+        for d in docs
+        if accepts(compiled, json.dumps(d, separators=(",", ":"), ensure_ascii=False)) != check.is_valid(d)
+    ]

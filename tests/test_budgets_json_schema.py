@@ -4,6 +4,7 @@ a documented error (``gm.BudgetExceeded`` naming the budget, its value and the J
 
 from __future__ import annotations
 
+import random
 import warnings
 
 import pytest
@@ -210,3 +211,74 @@ def test_a_counting_machine_past_its_budget_is_refused_by_name() -> None:
     compiled = gm.JsonSchema(schema, whitespace="compact").compile(byte_vocabulary())
     assert accepts(compiled, "[" + ",".join(["1"] * 500) + "]")
     assert not accepts(compiled, "[" + ",".join(["1"] * 499) + "]")
+
+
+# ---- large enums: one trie terminal ------------------------------------------------------------------
+
+
+def test_an_enum_of_100000_strings_compiles_through_a_trie() -> None:
+    words = [f"value number {i}" for i in range(100000)]
+    compiled = gm.JsonSchema({"enum": words}, whitespace="compact").compile(byte_vocabulary())
+    assert accepts(compiled, '"value number 99999"') and accepts(compiled, '"value number 0"')
+    assert not accepts(compiled, '"value number 100000"') and not accepts(compiled, '"value number "')
+
+
+def test_an_enum_trie_accepts_every_spelling_of_its_strings() -> None:
+    words = [
+        "a/b",
+        "tab\there",
+        "é",
+        'quote"d',
+        "back\\slash",
+        "\u2028",
+        "𝄞",
+        "",
+        *(f"w{i}" for i in range(20)),
+    ]
+    schema = {"enum": [*words, 3, None]}
+    compiled = gm.JsonSchema(schema, whitespace="compact").compile(byte_vocabulary())
+    for text in [
+        '"a/b"',
+        r'"a\/b"',
+        r'"tab\there"',
+        r'"tab\u0009here"',
+        '"é"',
+        r'"quote\"d"',
+        r'"back\\slash"',
+    ]:
+        assert accepts(compiled, text), text
+    for text in ['"\u2028"', '"𝄞"', '""', '"w19"', "3", "null"]:
+        assert accepts(compiled, text), text
+    assert agrees_with_jsonschema(compiled, schema, [*words, "w20", "a", "b", 4, True]) == []
+
+
+def test_an_enum_past_its_budget_is_refused_by_name() -> None:
+    with pytest.raises(BudgetExceeded, match=r"json_schema_enum_values budget \(10\)"):
+        gm.JsonSchema({"enum": list(range(11))}).compile(
+            byte_vocabulary(), limits=gm.Limits(json_schema_enum_values=10)
+        )
+
+
+def test_2000_optional_properties_compile_in_bounded_time() -> None:
+    props = {f"p{i}": {"type": "integer"} for i in range(2000)}
+    compiled = gm.JsonSchema({"type": "object", "properties": props}, whitespace="compact").compile(
+        byte_vocabulary()
+    )
+    assert accepts(compiled, '{"p0":1,"p1999":2}') and not accepts(compiled, '{"p1999":2,"p0":1}')
+
+
+@pytest.mark.parametrize("extra", [False, {"type": "string"}])
+def test_many_declared_properties_are_exact(extra: object) -> None:
+    props = {f"p{i}": {"type": "integer"} for i in range(100)}
+    required = [f"p{i}" for i in range(5, 100, 17)]
+    schema = {"type": "object", "properties": props, "required": required, "additionalProperties": extra}
+    compiled = gm.JsonSchema(schema, whitespace="compact").compile(byte_vocabulary())
+    rng = random.Random(7)
+    docs: list[object] = [{}, {k: 1 for k in props}, {k: 1 for k in required}]
+    for _ in range(60):
+        keys = [k for k in props if rng.random() < 0.3 or (k in required and rng.random() < 0.9)]
+        doc: dict[str, object] = {k: rng.choice([1, "x"]) if rng.random() < 0.05 else 1 for k in keys}
+        if rng.random() < 0.3:
+            doc["zz"] = "y" if rng.random() < 0.8 else 2
+        docs.append(doc)
+    assert agrees_with_jsonschema(compiled, schema, docs) == []

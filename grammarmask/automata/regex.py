@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import GrammarError
+from ..errors import BudgetExceeded, GrammarError
+from ..limits import active
 from .charsets import (
     RangeSet,
     category_set,
@@ -30,6 +31,7 @@ from .dfa import DFA, minimize
 from .direct import direct_dfa
 from .nfa import A_BEGIN, A_BOL, A_DOLLAR, A_END, A_EOL, NFA, determinize
 from .ops import add_dfa_to_nfa, from_strings
+from .stack import stack_room
 from .utf8 import MAX_CODEPOINT, utf8_sequences
 
 __all__ = ["DEFAULT_MAX_STATES", "regex_to_dfa"]
@@ -70,11 +72,46 @@ def regex_to_dfa(pattern: str, flags: int = 0, *, max_states: int = DEFAULT_MAX_
     """
     if not isinstance(pattern, str):
         raise GrammarError(f"expected a str pattern, got {type(pattern).__name__}")
-    return _cached(pattern, flags, max_states)
+    limits = active()
+    check_depth(pattern, limits.regex_depth)
+    return _cached(pattern, flags, max_states, limits.regex_subset_work)
+
+
+_FRAMES = 8  # Python frames one level of group nesting may take (re's parser, the NFA builder)
+
+
+def check_depth(pattern: str, budget: int) -> None:
+    """Refuse a pattern whose groups nest deeper than ``budget`` (``Limits.regex_depth``), before
+    Python's own parser recurses on them; make room on the stack for the depth allowed."""
+    depth, deepest, i, in_class = 0, 0, 0, False
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":  # a class: no groups inside; a "]" first (after "^") is a literal
+            in_class = True
+            i += 2 if pattern.startswith("^", i + 1) else 1
+            i += 1 if pattern.startswith("]", i) else 0
+            continue
+        elif ch == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+            if depth > budget:  # the first group past the budget
+                line = pattern.count("\n", 0, i) + 1
+                col = i - (pattern.rfind("\n", 0, i) + 1) + 1
+                what = f"a group nested more than {budget} deep"
+                raise BudgetExceeded("regex_depth", budget, what, where=f"line {line}, column {col}")
+        elif ch == ")":
+            depth = max(0, depth - 1)
+        i += 1
+    stack_room(_FRAMES * deepest)
 
 
 @functools.lru_cache(maxsize=32)  # DFAs are immutable; bounded memory
-def _cached(pattern: str, flags: int, max_states: int) -> DFA:
+def _cached(pattern: str, flags: int, max_states: int, work: int | None = None) -> DFA:
     plain = _plain_alternation(pattern, flags)
     if plain is not None:  # fastest path: "(?:lit|lit|...)" without any syntax to parse
         return _check_size(from_strings(x.encode("utf-8") for x in plain), max_states)
@@ -107,7 +144,7 @@ def _cached(pattern: str, flags: int, max_states: int) -> DFA:
         _Builder(nfa, pattern).build(tree, flags, start, final)
     except RecursionError:
         raise GrammarError("pattern too deeply nested") from None
-    return determinize(nfa, start, final, max_states=max_states)
+    return determinize(nfa, start, final, max_states=max_states, max_work=work)
 
 
 _LITERAL_SET_LIMIT = 100_000

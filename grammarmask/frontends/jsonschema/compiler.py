@@ -22,7 +22,7 @@ import referencing.exceptions
 import referencing.jsonschema
 from jsonschema.validators import validator_for
 
-from ...errors import GrammarError, UnsupportedSchemaError
+from ...errors import BudgetExceeded, GrammarError, UnsupportedSchemaError
 from ...ir.builder import EMPTY, Expr, Lit, Pat, Ref, alt, opt, seq, star
 from ...limits import active
 from . import objects
@@ -34,7 +34,7 @@ from .negation import complement
 from .numbers import JSON_NUMBER
 from .productive import prune, rule_refs, unproductive
 from .scalars import ScalarBuilder
-from .strings import ANY_CHAR, NOTHING, literal
+from .strings import ANY_CHAR, NOTHING, literal, words_terminal
 
 __all__ = ["Compiler", "SchemaWarning"]
 
@@ -512,12 +512,26 @@ class Compiler:
             cands = s.get("enum", [s["const"]] if "const" in s else [])
             if not isinstance(cands, list):
                 raise GrammarError(f"at {ptr or '/'}: enum must be an array")
+            if len(cands) > self.limits.json_schema_enum_values:
+                raise BudgetExceeded(
+                    "json_schema_enum_values",
+                    self.limits.json_schema_enum_values,
+                    f"an enum of {len(cands)} values",
+                    where=ptr or "/",
+                )
             lits: list[Expr] = []
             # Each candidate (or its 1.0 form) equals itself, so its own list need not be re-checked:
             # validating against the rest keeps this linear in the size of the enum.
             own = "enum" if "enum" in s else "const"
             rest = {k: x for k, x in s.items() if k != own}
+            anything = is_trivial(rest) and not any(k.startswith("_") for k in rest)
+            words: list[str] = []
             for v in cands:
+                if isinstance(v, str) and (anything or self.validates(rest, v, resolver)):
+                    words.append(v)
+                    continue
+                if isinstance(v, str):
+                    continue
                 if (
                     isinstance(v, (int, float))
                     and not isinstance(v, bool)
@@ -530,6 +544,11 @@ class Compiler:
                         lits.append(Pat(str(int(v)) + tail))
                 elif self.validates(rest, v, resolver):
                     lits.append(self.literal(v))
+            words = list(dict.fromkeys(words))
+            if len(words) > _TRIE_WORDS:  # one trie terminal, not a terminal (and DFA) per string
+                trie, words = words_terminal(words)
+                lits += [trie] if trie is not None else []
+            lits += [Pat(f'"{literal(w)}"') for w in words]
             lits = list(dict.fromkeys(lits))
             return alt(lits) if lits else self.empty(ptr, "no enum/const value satisfies the schema")
         types = types_of(s)
@@ -674,6 +693,7 @@ class Compiler:
 
 
 _UNEVALUATED = {"unevaluatedProperties", "unevaluatedItems"}
+_TRIE_WORDS = 16  # enums with more strings than this are one trie terminal (strings.words_terminal)
 
 
 def _simple_not(n: Any) -> bool:

@@ -17,11 +17,9 @@ Every way out is a :class:`~grammarmask.errors.BudgetExceeded` naming ``json_sch
 
 from __future__ import annotations
 
-import sys
-import threading
-from types import FrameType
 from typing import Any
 
+from ...automata.stack import stack_room as _stack_room
 from ...errors import BudgetExceeded
 from ...limits import active
 
@@ -29,8 +27,6 @@ __all__ = ["FRAMES", "document_depth", "stack_room", "too_deep"]
 
 #: Python frames one level of schema nesting may take (an array level takes 8 in the compiler)
 FRAMES = 12
-_ROOM = 400  # frames beyond the levels: the calls of one level's own work
-_LOCK = threading.Lock()
 
 
 def _escape(key: Any) -> str:
@@ -63,19 +59,7 @@ def too_deep(where: str, what: str = "the schema nests deeper than this") -> Bud
     return BudgetExceeded("json_schema_depth", active().json_schema_depth, what, where=where or "/")
 
 
-def _frames() -> int:
-    n = 0
-    f: FrameType | None = sys._getframe()
-    while f is not None:
-        n, f = n + 1, f.f_back
-    return n
-
-
 def stack_room(levels: int) -> None:
     """Make Python's recursion limit at least ``levels`` schema levels above the current depth
     (raised if needed, never lowered)."""
-    need = _frames() + FRAMES * levels + _ROOM
-    if sys.getrecursionlimit() < need:
-        with _LOCK:
-            if sys.getrecursionlimit() < need:
-                sys.setrecursionlimit(need)
+    _stack_room(FRAMES * levels)

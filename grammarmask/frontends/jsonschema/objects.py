@@ -299,6 +299,8 @@ class ObjectBuilder:
         """The members in declared order, then further members: an expression, ``EMPTY`` or None."""
         members, extra, lo, hi, deps, involved = parts
         n = len(members)
+        if n > COUNT_UNROLL and lo <= 1 and hi is None and not deps:
+            return self.declared_tree(members, extra)
         # d counts declared members, e further members. json.loads keeps one of duplicate keys, and
         # further keys may repeat, so only one further member counts towards minProperties.
         dcap = hi if hi is not None else max(lo, 1)
@@ -333,6 +335,51 @@ class ObjectBuilder:
             return self.machine((0, 0, 0, frozenset()), trans, accept, "o")
         except OverflowError:
             raise self.too_many_states(ptr, "minProperties/maxProperties/dependentRequired") from None
+
+    def declared_tree(self, members: list[tuple[Expr, bool, str]], extra: Expr | None) -> Expr:
+        """Many declared members (no counts, no dependentRequired) as a balanced tree of rules:
+        ``more(a, b)``, the members a..b-1 present (required) or not, each after a comma, and
+        ``first(a, b)``, a non-empty such run whose first member has no comma; then further
+        members. A chain of a rule per position (the machine) makes every prefix predict every
+        later member: O(n^2) prediction closures, 68 s for 2,000 optional properties. The tree's
+        closures are O(n log n), and each subset still has one derivation."""
+        c = self.c
+        req_before = [0]
+        for _, req, _ in members:
+            req_before.append(req_before[-1] + req)
+        more_memo: dict[tuple[int, int], Expr] = {}
+        first_memo: dict[tuple[int, int], Expr] = {}
+
+        def more(a: int, b: int) -> Expr:
+            if (a, b) not in more_memo:
+                if b - a == 1:
+                    m, req, _ = members[a]
+                    more_memo[a, b] = seq(Lit(","), m) if req else opt(seq(Lit(","), m))
+                else:
+                    mid = (a + b) // 2
+                    more_memo[a, b] = c.rule(seq(more(a, mid), more(mid, b)), "o")
+            return more_memo[a, b]
+
+        def first(a: int, b: int) -> Expr:
+            if (a, b) not in first_memo:
+                if b - a == 1:
+                    first_memo[a, b] = members[a][0]
+                else:
+                    mid = (a + b) // 2
+                    alts = [seq(first(a, mid), more(mid, b))]
+                    if req_before[mid] == req_before[a]:  # no required member on the left
+                        alts.append(first(mid, b))
+                    first_memo[a, b] = c.rule(alt(alts), "o")
+            return first_memo[a, b]
+
+        body = first(0, len(members))
+        if extra is None:
+            return body
+        tail = star(seq(Lit(","), extra))
+        alts = [seq(body, tail)]
+        if req_before[-1] == 0:
+            alts.append(seq(extra, tail))
+        return c.rule(alt(alts), "o")
 
     def extras(
         self, pats: dict[str, Any], addl: Any, pnames: Any, taken: list[str], ptr: str, resolver: Any

@@ -20,6 +20,9 @@ from functools import cache, lru_cache, partial
 from typing import Any
 
 from ...automata import DFA, difference, regex_to_dfa
+from ...automata.ops import from_strings
+from ...automata.regex import _literal_set
+from ...automata.regex import parse as parse_regex
 from ...errors import UnsupportedSchemaError
 from ...ir.builder import Pat
 
@@ -191,6 +194,50 @@ def literal(s: str) -> str:
 @lru_cache(maxsize=4096)
 def _char(c: str) -> str:
     return encode_set([(ord(c), ord(c))]) or ""
+
+
+@lru_cache(maxsize=65536)
+def _char_forms(c: str) -> tuple[bytes, ...] | None:
+    """The UTF-8 texts ``_char(c)`` matches (a character and its escapes), or None if not finite."""
+    spelled = _char(c)
+    found = _literal_set(parse_regex(spelled), 0) if spelled else None
+    return None if found is None else tuple(sorted(x.encode("utf-8") for x in found))
+
+
+_MAX_FORMS = 64  # spellings of one word kept in the trie (each "/" or control character doubles them)
+
+
+def words_terminal(words: Iterable[str]) -> tuple[Pat | None, list[str]]:
+    """One terminal for the quoted JSON texts of many strings (an enum), compiled as a trie
+    (:func:`~grammarmask.automata.ops.from_strings`) instead of a terminal per string; and the
+    words left out (more than ``_MAX_FORMS`` spellings, or a character with no finite spelling)."""
+    kept: list[str] = []
+    rest: list[str] = []
+    for w in words:
+        n = 1
+        for ch in w:
+            forms = _char_forms(ch)
+            n = n * len(forms) if forms is not None else _MAX_FORMS + 1
+            if n > _MAX_FORMS:
+                break
+        (kept if n <= _MAX_FORMS else rest).append(w)
+    if not kept:
+        return None, rest
+    regex = '"(?:' + "|".join(literal(w) for w in kept) + ')"'
+    return Pat(regex, partial(words_dfa, tuple(kept))), rest
+
+
+@lru_cache(maxsize=16)
+def words_dfa(words: tuple[str, ...]) -> DFA:
+    """The DFA of ``words_terminal``'s regex: every spelling of every word, quoted, in a trie."""
+
+    def spellings(w: str) -> list[bytes]:
+        out = [b'"']
+        for ch in w:
+            out = [x + y for x in out for y in _char_forms(ch) or ()]
+        return [x + b'"' for x in out]
+
+    return from_strings(x for w in words for x in spellings(w))
 
 
 def _group(alts: list[str]) -> str:
