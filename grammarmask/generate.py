@@ -4,23 +4,35 @@ At every step: if the grammar forces the next tokens (``Matcher.forced_tokens()`
 on, append them without calling the model; otherwise ask the model for logits, sample a legal token
 (:func:`grammarmask.sampling.sample_with_stats`) and advance the matcher. Stops at EOS or after
 ``max_tokens`` tokens.
+
+With ``budget_aware`` (the default), the loop also keeps a known completion of the output (a *plan*,
+:class:`grammarmask.completion.BudgetPlan`) that fits in the tokens left, EOS included: a sampled
+token that would leave no room to finish is masked out and the model's distribution sampled again
+(up to ``_RETRIES`` times), after which the plan's first token is taken. So the budget ends in a
+complete document instead of a truncated one, whenever the grammar has a known completion
+(:func:`grammarmask.completion.shortest_completion`) and the shortest document fits at all.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ._args import as_int_list
+from .completion import BudgetPlan
 from .errors import GrammarError
 from .grammar import CompiledGrammar, Grammar, ensure_compiled
+from .mask import Mask
 from .models import LogitsModel
 from .sampling import RngLike, SequenceStats, StepStats, _check_seed, _rng, _sample
 from .vocab import Vocabulary
 
 __all__ = ["GenerationResult", "generate"]
+
+_RETRIES = 4  # samples tried per step before the budget takes the plan's token
 
 
 @dataclass(frozen=True)
@@ -45,6 +57,9 @@ class GenerationResult:
         Whether EOS was taken (False: stopped at ``max_tokens``).
     accepted
         Whether the output is a complete sentence of the grammar.
+    budget_steps
+        Steps where the budget changed the draw (a token masked out and sampled again, or the
+        plan's token taken): 0 when the budget never bound, or with ``budget_aware=False``.
     """
 
     token_ids: tuple[int, ...]
@@ -55,6 +70,7 @@ class GenerationResult:
     forced_tokens_used: int
     finished: bool
     accepted: bool
+    budget_steps: int = 0
 
     @property
     def text(self) -> str:
@@ -76,12 +92,23 @@ def generate(
     rng: RngLike = None,
     seed: int | None = None,
     jump_forward: bool = True,
+    budget_aware: bool = True,
 ) -> GenerationResult:
     """Generate up to ``max_tokens`` tokens from ``model`` that stay inside ``grammar``.
 
     ``model`` is called with the prompt plus the tokens generated so far and returns next-token logits.
     Sampling options are those of :func:`grammarmask.sample`; the repetition penalty sees the prompt
     and the generated tokens. Give either ``rng`` (a ``numpy.random.Generator``) or ``seed``.
+
+    ``budget_aware`` (default True): steer so that the output ends in a complete document within
+    ``max_tokens`` tokens, EOS included. Once the budget binds, a sampled token that leaves no room to
+    finish is masked out and the model sampled again (a few times), then the shortest completion's
+    next token is taken. This holds when the grammar is a regular or context-free one (compositions
+    with ``&``, ``|``, ``+`` have no known completion: sampling is then as without the option), every
+    byte has a single-byte token (byte-level and byte-fallback vocabularies), and the grammar's
+    shortest document fits in ``max_tokens`` (else the output follows that document and is cut).
+    Far from the budget nothing changes: the same tokens from the same RNG as with
+    ``budget_aware=False``; near it, draws are conditioned on being able to finish.
 
     Raises
     ------
@@ -100,26 +127,39 @@ def generate(
     context = as_int_list(prompt_ids, "generate: prompt_ids")
     n_prompt = len(context)
     matcher = compiled.matcher()
+    budget = BudgetPlan(compiled) if budget_aware else None
     steps: list[StepStats] = []
-    calls = forced_used = 0
+    calls = forced_used = steered = 0
     while len(steps) < max_tokens and not matcher.is_finished():
         if jump_forward:
             forced = matcher.forced_tokens()[: max_tokens - len(steps)]
             if forced:
+                plan = budget.at(matcher.state) if budget is not None else None
                 for t in forced:
                     matcher.advance(t)
                     context.append(t)
                     steps.append(StepStats(token_id=t, n_legal=1, z=None, neg_log_z=None, forced=True))
                 forced_used += len(forced)
+                if budget is not None and plan is not None and not matcher.is_finished():
+                    data = vocab.decode(forced)
+                    if plan.startswith(data):  # every completion starts with the forced bytes
+                        budget.keep(matcher.state, plan[len(data):])
                 continue
         mask = matcher.mask()
         logits = model(context)
         calls += 1
-        # the pipeline of sample_with_stats, minus its O(len(context)) check of context (all ints here)
-        token, st = _sample(logits, mask, temperature, top_k, top_p, repetition_penalty, context, gen,
-                            want_stats=True)
+        if budget is None:
+            # the pipeline of sample_with_stats, minus its O(len(context)) check of context (all ints)
+            token, st = _sample(logits, mask, temperature, top_k, top_p, repetition_penalty, context, gen,
+                                want_stats=True)
+        else:
+            token, st, bound, plan = _budgeted(budget, matcher, mask, logits, max_tokens - len(steps), gen,
+                                               (temperature, top_k, top_p, repetition_penalty, context))
+            steered += bound
         assert st is not None
         matcher.advance(token)
+        if budget is not None and plan is not None and not matcher.is_finished():
+            budget.keep(matcher.state, plan)
         context.append(token)
         steps.append(st)
     out = tuple(context[n_prompt:])
@@ -132,4 +172,44 @@ def generate(
         forced_tokens_used=forced_used,
         finished=matcher.is_finished(),
         accepted=matcher.is_finished() or matcher.is_accepting(),
+        budget_steps=steered,
     )
+
+
+def _budgeted(budget: BudgetPlan, matcher: Any, mask: Mask, logits: Any, left: int, gen: Any,
+              opts: tuple[Any, ...]) -> tuple[int, StepStats, int, bytes | None]:
+    """One budget-aware draw with ``left`` tokens left (this one included): the token, its stats,
+    1 if the budget changed the draw (else 0), and the plan after the token (None: unknown).
+    See :func:`generate`."""
+    temperature, top_k, top_p, penalty, context = opts
+    state = matcher.state
+    eos = matcher.vocab.eos_token_id
+    if budget.at(state) is None:  # no known completion: sample as without the option
+        token, st = _sample(logits, mask, temperature, top_k, top_p, penalty, context, gen, want_stats=True)
+        assert st is not None
+        return token, st, 0, None
+    first: StepStats | None = None
+    for _ in range(_RETRIES):
+        token, st = _sample(logits, mask, temperature, top_k, top_p, penalty, context, gen, want_stats=True)
+        assert st is not None
+        first = first or st
+        if token == eos:
+            return token, st, int(first is not st), None
+        rest = budget.fits(state, token, left - 1)
+        if rest is not None:
+            return token, st, int(first is not st), rest
+        words = mask.words.copy()
+        words[token >> 5] &= ~np.uint32(1 << (token & 31))
+        if not words.any():
+            break
+        mask = Mask(words, mask.size)
+    planned = budget.next_token(matcher)
+    if planned is None:  # the vocabulary cannot spell the plan: sample as without the option
+        token, st = _sample(logits, mask, temperature, top_k, top_p, penalty, context, gen, want_stats=True)
+        assert st is not None
+        return token, st, 1, None
+    plan = budget.plan or b""
+    rest = None if planned == eos else plan[len(matcher.vocab.token_bytes[planned]):]
+    assert first is not None
+    st = StepStats(token_id=planned, n_legal=first.n_legal, z=first.z, neg_log_z=first.neg_log_z)
+    return planned, st, 1, rest
