@@ -44,6 +44,16 @@ class GrammarLogitsProcessor:
         or a smaller one: score columns past ``vocab.size`` are padding and always masked).
     prompt_length
         Tokens of ``input_ids`` that are prompt (default: the length at the first call).
+    max_tokens
+        Budget-aware mode: the ``max_new_tokens`` given to ``generate`` (the processor cannot see it).
+        Each row then only allows tokens after which its shortest known completion still fits, EOS
+        included (:func:`grammarmask.completion.shortest_completion`), so the row ends in a complete
+        document within the budget. Checking a token costs a parser step, so a row allows at most
+        ``budget_candidates`` such tokens, the highest-scoring first (a top-k among the tokens that
+        can finish), plus the completion's own next token. Rows whose grammar has no known
+        completion (compositions) are masked as without the option. None (default): off.
+    budget_candidates
+        See ``max_tokens`` (default 64).
 
     Raises (from ``__call__``)
     --------------------------
@@ -55,7 +65,8 @@ class GrammarLogitsProcessor:
         A row's grammar dead-ended.
     """
 
-    def __init__(self, compiled_grammar: CompiledGrammar, *, prompt_length: int | None = None) -> None:
+    def __init__(self, compiled_grammar: CompiledGrammar, *, prompt_length: int | None = None,
+                 max_tokens: int | None = None, budget_candidates: int = 64) -> None:
         if not isinstance(compiled_grammar, CompiledGrammar):
             raise GrammarError(
                 "GrammarLogitsProcessor needs a CompiledGrammar (grammar.compile(vocab)), "
@@ -63,6 +74,13 @@ class GrammarLogitsProcessor:
             )
         if prompt_length is not None and prompt_length < 0:
             raise GrammarError(f"prompt_length must be >= 0, got {prompt_length}")
+        if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
+                                       or max_tokens < 0):
+            raise GrammarError(f"max_tokens must be None or an integer >= 0, got {max_tokens!r}")
+        if isinstance(budget_candidates, bool) or not isinstance(budget_candidates, int) or budget_candidates < 1:
+            raise GrammarError(f"budget_candidates must be an integer >= 1, got {budget_candidates!r}")
+        self.max_tokens = max_tokens
+        self.budget_candidates = budget_candidates
         self.compiled = compiled_grammar
         self.vocab = compiled_grammar.vocab
         self.prompt_length = prompt_length
@@ -109,6 +127,8 @@ class GrammarLogitsProcessor:
                 words[row, eos >> 5] = np.int32(np.uint32(1 << (eos & 31)).view(np.int32))
             else:
                 m.fill_mask(words, row)
+                if self.max_tokens is not None:
+                    self._budget_row(m, words, row, self.max_tokens - len(key), scores[row])
         self._matchers = current
         legal = self._legal(words, width)
         if scores.device.type == "cpu" and scores.dtype in (torch.float32, torch.float64, torch.float16):
@@ -118,6 +138,31 @@ class GrammarLogitsProcessor:
         return scores.masked_fill(~torch.from_numpy(legal).to(scores.device), float("-inf"))
 
     # --- internals -------------------------------------------------------------------------------
+
+    def _budget_row(self, m: Matcher, words: npt.NDArray[np.int32], row: int, left: int, scores: Any) -> None:
+        """Narrow ``words[row]`` to the tokens that leave room to finish within ``left`` tokens."""
+        from ..completion import BudgetPlan
+
+        plan = BudgetPlan(self.compiled)
+        if plan.at(m.state) is None:
+            return
+        legal = np.flatnonzero(np.unpackbits(words[row].view(np.uint8), bitorder="little")[: self.vocab.size])
+        eos = self.vocab.eos_token_id
+        row_scores = scores.detach().float().cpu().numpy()[legal]
+        keep = [eos] if m.is_accepting() else []
+        first = plan.next_token(m)
+        if first is not None:
+            keep.append(first)
+        found = 0
+        for t in legal[np.argsort(-row_scores, kind="stable")].tolist():
+            if found >= self.budget_candidates:
+                break
+            if t != eos and plan.fits(m.state, t, left - 1) is not None:
+                keep.append(t)
+                found += 1
+        words[row] = 0
+        for t in keep:
+            words[row, t >> 5] |= np.int32(np.uint32(1 << (t & 31)).view(np.int32))
 
     def _advance_rows(self, keys: list[tuple[int, ...]]) -> dict[tuple[int, ...], Matcher]:
         distinct = list(dict.fromkeys(keys))
