@@ -5,7 +5,6 @@ Needs the extras ``torch`` and ``transformers``."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import lark
 import pytest

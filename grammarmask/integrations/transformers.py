@@ -77,7 +77,8 @@ class GrammarLogitsProcessor:
         if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
                                        or max_tokens < 0):
             raise GrammarError(f"max_tokens must be None or an integer >= 0, got {max_tokens!r}")
-        if isinstance(budget_candidates, bool) or not isinstance(budget_candidates, int) or budget_candidates < 1:
+        if isinstance(budget_candidates, bool) or not isinstance(budget_candidates, int) \
+                or budget_candidates < 1:
             raise GrammarError(f"budget_candidates must be an integer >= 1, got {budget_candidates!r}")
         self.max_tokens = max_tokens
         self.budget_candidates = budget_candidates
