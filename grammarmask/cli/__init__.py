@@ -169,6 +169,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--max-tokens", type=int, default=256)
     sp.add_argument("--temperature", type=float, default=0.7, help="0 for greedy")
     sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument(
+        "--no-budget-aware", dest="budget_aware", action="store_false",
+        help="do not steer towards an end within --max-tokens (default: steer, so the output is complete)",
+    )
 
     sp = sub.add_parser(
         "bench",

@@ -47,22 +47,31 @@ def cmd_generate(args: argparse.Namespace) -> int:
     import torch
 
     compiled, _ = _compile(grammar, vocab, args.grammar)
+    from ..completion import BudgetPlan
+    from ..generate import _budgeted
     from ..sampling import SequenceStats, sample_with_stats
 
     m = compiled.matcher()
+    budget = BudgetPlan(compiled) if args.budget_aware else None
     rng = np.random.default_rng(args.seed)
     ids = list(tok(args.prompt)["input_ids"]) if args.prompt else [int(tok.bos_token_id or 0)]
     cache_arg = _cache_argument(model)
     past, inp, out, steps = None, torch.tensor([ids]), [], []
     with torch.no_grad():
-        for _ in range(args.max_tokens):
+        for i in range(args.max_tokens):
             res = model(input_ids=inp, use_cache=True, **{cache_arg: past})
             past = getattr(res, cache_arg)
-            t, st = sample_with_stats(
-                res.logits[0, -1].float(), m.mask(), temperature=args.temperature, rng=rng
-            )
+            logits = res.logits[0, -1].float()
+            plan = None
+            if budget is None:
+                t, st = sample_with_stats(logits, m.mask(), temperature=args.temperature, rng=rng)
+            else:  # keep a completion that fits the tokens left (see generate(budget_aware=True))
+                t, st, _, plan = _budgeted(budget, m, m.mask(), logits.numpy(), args.max_tokens - i, rng,
+                                           (args.temperature, None, None, None, ids + out))
             steps.append(st)
             m.advance(t)
+            if budget is not None and plan is not None and not m.is_finished():
+                budget.keep(m.state, plan)
             if m.is_finished():
                 break
             out.append(t)
