@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import grammarmask as gm
 from grammarmask.completion import shortest_completion
+from grammarmask.generate import generate
 from grammarmask.grammar import CompiledGrammar
 from grammarmask.testing import byte_vocabulary
 
@@ -56,7 +57,7 @@ def _sample_all(compiled: CompiledGrammar, budget: int, check: Any) -> tuple[int
     """(samples that ended with EOS within ``budget`` and pass ``check``, samples the budget steered)."""
     ok = steered = 0
     for seed in range(SAMPLES):
-        r = gm.generate(gm.RandomModel(VOCAB.size, seed=seed), VOCAB, compiled, max_tokens=budget, seed=seed)
+        r = generate(gm.RandomModel(VOCAB.size, seed=seed), VOCAB, compiled, max_tokens=budget, seed=seed)
         assert len(r.token_ids) <= budget
         assert r.finished and r.accepted, (seed, r.text)
         check(r.text)
@@ -169,19 +170,19 @@ def test_budget_off_is_the_old_loop_and_far_budgets_change_nothing() -> None:
     compiled = gm.Lark.from_file(str(GRAMMARS / "python_expr.lark")).compile(VOCAB)
     for seed in range(10):
         model = gm.RandomModel(VOCAB.size, seed=seed)
-        long_off = gm.generate(model, VOCAB, compiled, max_tokens=400, seed=seed, budget_aware=False)
-        short_off = gm.generate(model, VOCAB, compiled, max_tokens=12, seed=seed, budget_aware=False)
+        long_off = generate(model, VOCAB, compiled, max_tokens=400, seed=seed, budget_aware=False)
+        short_off = generate(model, VOCAB, compiled, max_tokens=12, seed=seed, budget_aware=False)
         # without the option a budget only cuts: the same tokens, truncated, and no steering
         assert short_off.token_ids == long_off.token_ids[:12] and short_off.budget_steps == 0
-        short_on = gm.generate(model, VOCAB, compiled, max_tokens=12, seed=seed)
+        short_on = generate(model, VOCAB, compiled, max_tokens=12, seed=seed)
         assert short_on.finished and len(short_on.token_ids) <= 12
         if long_off.finished and len(long_off.token_ids) <= 100:
             # the budget never bound: the same draws from the same RNG
-            far_on = gm.generate(model, VOCAB, compiled, max_tokens=400, seed=seed)
+            far_on = generate(model, VOCAB, compiled, max_tokens=400, seed=seed)
             assert far_on.token_ids == long_off.token_ids and far_on.budget_steps == 0
 
 
 def test_a_budget_below_the_shortest_document_follows_it() -> None:
     compiled = gm.Regex("abcdefgh").compile(VOCAB)
-    r = gm.generate(gm.RandomModel(VOCAB.size), VOCAB, compiled, max_tokens=3, seed=0, jump_forward=False)
+    r = generate(gm.RandomModel(VOCAB.size), VOCAB, compiled, max_tokens=3, seed=0, jump_forward=False)
     assert "abcdefgh".startswith(r.text) and len(r.token_ids) == 3 and not r.finished
