@@ -23,9 +23,9 @@ from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from grammarmask.decoding import generate  # noqa: E402
 from grammarmask.frontends.json_schema import JsonSchema  # noqa: E402
 from grammarmask.frontends.regex import Regex  # noqa: E402
-from grammarmask.generate import generate  # noqa: E402
 from grammarmask.grammar import Grammar  # noqa: E402
 from grammarmask.models import RandomModel  # noqa: E402
 from grammarmask.vocab import Vocabulary  # noqa: E402

@@ -35,12 +35,12 @@ if TYPE_CHECKING:
     from .batch import allocate_masks, fill_masks
     from .beam import BeamHypothesis, beam_search
     from .compose import And, Union
+    from .decoding import GenerationResult, generate
     from .frontends.choice import Choice
     from .frontends.gbnf import Gbnf
     from .frontends.json_schema import JsonSchema
     from .frontends.lark import Lark
     from .frontends.regex import Regex
-    from .generate import GenerationResult, generate
     from .models import LogitsModel, RandomModel, ScriptedModel, UniformModel
     from .sampling import SequenceStats, StepStats, sample, sample_with_stats
     from .sequence import Sequence
@@ -57,8 +57,8 @@ _LAZY = {
     "sample_with_stats": ".sampling",
     "StepStats": ".sampling",
     "SequenceStats": ".sampling",
-    "generate": ".generate",
-    "GenerationResult": ".generate",
+    "generate": ".decoding",
+    "GenerationResult": ".decoding",
     "LogitsModel": ".models",
     "UniformModel": ".models",
     "ScriptedModel": ".models",

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import grammarmask as gm
-from grammarmask.generate import generate  # not gm.generate: importing the submodule shadows it
+from grammarmask.decoding import generate
 from grammarmask.models import UniformModel
 
 # byte-level toy vocabulary: id 0 is EOS, id b + 1 is the single byte b

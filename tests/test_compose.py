@@ -270,7 +270,7 @@ def test_jump_forward_forced_bytes_match_oracle(text: str, pattern: str, data: A
 
 
 def test_jump_forward_saves_model_calls_with_a_cfg_backend() -> None:
-    from grammarmask.generate import generate
+    from grammarmask.decoding import generate
     from grammarmask.models import RandomModel
 
     text, pattern = FORCED_CASES[1]
@@ -382,8 +382,8 @@ def test_jump_forward_on_tekken_halves_model_calls(tekken: Vocabulary) -> None:
     import jsonschema
 
     from benchmarks.bench_jump_forward import CONJUGATION
+    from grammarmask.decoding import generate
     from grammarmask.frontends.json_schema import JsonSchema
-    from grammarmask.generate import generate
     from grammarmask.models import RandomModel
 
     g = JsonSchema(CONJUGATION, whitespace="compact").compile(tekken)

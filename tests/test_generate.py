@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import grammarmask.generate as gen_mod
+import grammarmask.decoding as gen_mod
+from grammarmask.decoding import generate
 from grammarmask.errors import GrammarError, NoLegalContinuation
-from grammarmask.generate import generate
 from grammarmask.grammar import CompiledGrammar, Grammar
 from grammarmask.mask import Mask
 from grammarmask.models import LogitsModel, RandomModel, ScriptedModel, UniformModel
@@ -228,3 +228,13 @@ def test_and_composition_ends_in_both_languages(tekken: Vocabulary) -> None:
         res = generate(RandomModel(tekken.size, seed, scale=1.0), tekken, g, seed=seed, max_tokens=200)
         assert res.finished, res.text
         assert re.fullmatch(r"[a-z ]{1,40}\.", res.text) and re.fullmatch(r"[^x]*(cat|dog)[^x]*", res.text)
+
+
+def test_gm_generate_stays_the_function_after_its_module_is_imported() -> None:
+    """The decoding loop's module is not named ``generate``: importing it cannot shadow gm.generate."""
+    import importlib
+
+    import grammarmask as gm
+
+    importlib.import_module("grammarmask.decoding")
+    assert callable(gm.generate) and gm.generate is generate

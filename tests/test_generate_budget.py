@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import grammarmask as gm
 from grammarmask.completion import shortest_completion
-from grammarmask.generate import generate
+from grammarmask.decoding import generate
 from grammarmask.grammar import CompiledGrammar
 from grammarmask.testing import byte_vocabulary
 

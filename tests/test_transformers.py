@@ -161,7 +161,7 @@ def test_rejected_token_and_bad_shapes(vocab: Vocabulary) -> None:
 
 def test_importing_grammarmask_does_not_import_torch() -> None:
     code = (
-        "import sys, grammarmask, grammarmask.sampling, grammarmask.generate, grammarmask.models, "
+        "import sys, grammarmask, grammarmask.sampling, grammarmask.decoding, grammarmask.models, "
         "grammarmask.loaders, grammarmask.integrations.transformers\n"
         "bad = [m for m in ('torch', 'transformers') if m in sys.modules]\n"
         "assert not bad, bad\n"

@@ -48,7 +48,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     compiled, _ = _compile(grammar, vocab, args.grammar)
     from ..completion import BudgetPlan
-    from ..generate import _budgeted
+    from ..decoding import _budgeted
     from ..sampling import SequenceStats, sample_with_stats
 
     m = compiled.matcher()
