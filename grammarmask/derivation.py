@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,7 +43,7 @@ from hypothesis import strategies as st
 from .errors import GrammarError, TokenRejected
 from .grammar import CompiledGrammar, Grammar
 
-__all__ = ["Drawn", "Generator", "Stats", "generator_for"]
+__all__ = ["Drawn", "Generator", "Stats", "accepts", "generator_for", "mutate"]
 
 Draw = Callable[[st.SearchStrategy[Any]], Any]
 _INF = 1 << 40
@@ -82,13 +83,18 @@ class Stats:
         return self.rejected / self.drawn if self.drawn else 0.0
 
 
+@functools.lru_cache(maxsize=512)
+def _ints(n: int) -> st.SearchStrategy[int]:
+    return st.integers(0, n - 1)
+
+
 def _choice(draw: Draw, n: int) -> int:
-    return 0 if n <= 1 else int(draw(st.integers(0, n - 1)))
+    return 0 if n <= 1 else int(draw(_ints(n)))
 
 
 def _rare(draw: Draw, one_in: int = 8) -> bool:
     """True about once in ``one_in`` draws; shrinks to False."""
-    return bool(draw(st.integers(0, one_in - 1)) == one_in - 1)
+    return bool(draw(_ints(one_in)) == one_in - 1)
 
 
 class _DfaGen:
@@ -102,7 +108,8 @@ class _DfaGen:
 
     def groups(self, s: int) -> list[tuple[int, int, list[int]]]:
         """``(shortest completion after, next state, bytes)`` per next state of ``s``, the bytes in
-        shrink order and the groups by their first byte."""
+        shrink order, the groups by shortest completion then first byte (``"`` before ``a`` inside a
+        string, so strings shrink to ``""``)."""
         got = self._groups.get(s)
         if got is None:
             by_next: dict[int, list[int]] = {}
@@ -111,7 +118,7 @@ class _DfaGen:
                     by_next.setdefault(n, []).append(b)
             got = sorted(
                 ((int(self.dist[n]), n, sorted(bs, key=_RANK.__getitem__)) for n, bs in by_next.items()),
-                key=lambda g: _RANK[g[2][0]],
+                key=lambda g: (g[0], _RANK[g[2][0]]),  # the shortest way on first: shrinks to it
             )
             self._groups[s] = got
         return got
@@ -126,29 +133,41 @@ class _DfaGen:
         return bytes(out)
 
     def draw(self, draw: Draw, budget: int, out: bytearray) -> None:
-        """Append a word of at most ``budget`` bytes (``budget >= self.min_len``)."""
+        """Append a word of at most ``budget`` bytes (``budget >= self.min_len``).
+
+        One draw per byte, ``v`` in 0..255: below 80 stops where the word may end (about one in three),
+        then up to 200 takes a group's first byte, up to 240 a special byte, above that any byte."""
         s = self.dfa.start
         accepting = self.dfa.accepting
         left = budget
         while True:
             fits = [g for g in self.groups(s) if g[0] < left]
-            if accepting[s] and (not fits or draw(st.integers(0, 2)) == 0):
+            if not fits:
                 return
-            _, s, b = _pick(draw, fits)
+            v = int(draw(_BYTE))
+            if accepting[s] and v < 80:
+                return
+            _, s, b = _pick(v, fits)
             out.append(b)
             left -= 1
 
 
-def _pick(draw: Draw, groups: list[tuple[int, int, list[int]]]) -> tuple[int, int, int]:
-    """A byte of one of ``groups``: mostly a group's first byte, sometimes a special byte, rarely any."""
-    tier = int(draw(st.integers(0, 7)))
-    if tier < 5:
-        g = groups[_choice(draw, len(groups))]
+_BYTE = st.integers(0, 255)
+
+
+def _pick(v: int, groups: list[tuple[int, int, list[int]]]) -> tuple[int, int, int]:
+    """A byte of one of ``groups`` for the draw ``v``: mostly a group's first byte, sometimes a
+    special byte, rarely any."""
+    if v < 200:
+        if v < 150:  # mostly ASCII: text stays readable and more characters fit the budget
+            groups = [g for g in groups if g[2][0] < 0x80] or groups
+        g = groups[v * len(groups) // 200 if v >= 150 else v * len(groups) // 150]
         return g[0], g[1], g[2][0]
-    pool = [(g, b) for g in groups for b in g[2] if tier == 7 or b in _SPECIAL]
+    pool = [(g, b) for g in groups for b in g[2] if v >= 240 or b in _SPECIAL]
     if not pool:
         pool = [(g, b) for g in groups for b in g[2]]
-    g, b = pool[_choice(draw, len(pool))]
+    lo, hi = (240, 256) if v >= 240 else (200, 240)
+    g, b = pool[(v - lo) * len(pool) // (hi - lo)]
     return g[0], g[1], b
 
 
@@ -332,3 +351,38 @@ def generator_for(grammar: Grammar) -> Generator | None:
     with contextlib.suppress(TypeError):  # a grammar that refuses weak references: not cached
         _GENERATORS[grammar] = gen
     return gen
+
+
+_NUMBER = re.compile(rb"-?[0-9]{1,18}")
+_MUTATION_BYTES = b" \n\"\\'{}[](),.:;=+-*/_0a"
+
+
+def mutate(draw: Draw, doc: Drawn) -> bytes:
+    """A near miss of ``doc``: a derivation subtree or lexeme cut, repeated or replaced by another
+    one; one byte deleted, inserted or replaced (punctuation, quotes, escapes, signs, digits), at
+    either end about half the time; or a number one up or down. Shrinks toward cutting the first
+    subtree."""
+    data = doc.data
+    spans = [(a, b) for a, b in doc.spans if b > a]
+    op = int(draw(_ints(8)))
+    numbers = [(m.start(), m.end()) for m in _NUMBER.finditer(data)]
+    if op >= 6 and numbers:  # a number one up or one down: where off-by-one bounds show
+        a, b = numbers[_choice(draw, len(numbers))]
+        return data[:a] + str(int(data[a:b]) + (1 if draw(_ints(2)) else -1)).encode() + data[b:]
+    if op < 3 and spans:
+        a, b = spans[_choice(draw, len(spans))]
+        if op == 0:
+            return data[:a] + data[b:]
+        if op == 1:
+            return data[:b] + data[a:b] + data[b:]
+        c, d = spans[_choice(draw, len(spans))]
+        return data[:a] + data[c:d] + data[b:]
+    op = 3 + op % 3 if op < 6 else 5
+    where = int(draw(_ints(4)))
+    i = 0 if where == 0 else len(data) if where == 1 else _choice(draw, len(data) + 1)
+    if op == 3 and i < len(data):
+        return data[:i] + data[i + 1 :]
+    byte = _MUTATION_BYTES[_choice(draw, len(_MUTATION_BYTES))]
+    if op == 4 or i == len(data):
+        return data[:i] + bytes([byte]) + data[i:]
+    return data[:i] + bytes([byte]) + data[i + 1 :]

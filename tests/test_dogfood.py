@@ -84,7 +84,9 @@ GBNF_REFERENCES = {"json.gbnf": _json, "arithmetic.gbnf": _python_expression}
 def test_shipped_gbnf_grammars(name: str) -> None:
     text = _read(os.path.join(GRAMMARS, name))
     assert lint_gbnf(text) == []
-    check_grammar(Gbnf(text), reference=GBNF_REFERENCES[name], examples=25, max_size=24)
+    # Python's parser is only a superset check for arithmetic (it accepts "()"): one way only
+    check_grammar(Gbnf(text), reference=GBNF_REFERENCES[name], examples=25, max_size=24,
+                  both_ways=name != "arithmetic.gbnf")
 
 
 def test_every_shipped_gbnf_has_a_reference() -> None:
@@ -126,10 +128,13 @@ def test_json_schema_backend() -> None:
 def test_compositions_against_re() -> None:
     a, b = r"[a-z]+", r"[0-9]+(\.[0-9]+)?"
     check_grammar(
-        Union(Regex(a), Regex(b)), reference=lambda d: re.fullmatch(f"(?:{a})|(?:{b})", d), examples=20
+        Union(Regex(a), Regex(b)),
+        reference=lambda d: re.fullmatch(f"(?:{a})|(?:{b})", d) is not None,
+        examples=20
     )
     check_grammar(Sequence(Regex(a), Regex(":"), Regex(b)),
-                  reference=lambda d: re.fullmatch(f"(?:{a}):(?:{b})", d), examples=20)  # fmt: skip
+                  reference=lambda d: re.fullmatch(f"(?:{a}):(?:{b})", d) is not None,
+                  examples=20)  # fmt: skip
 
 
 def test_sequence_text_then_json_against_jsonschema() -> None:
@@ -156,7 +161,8 @@ test_greeting = grammar_test(
 
 def test_check_grammar_fixture_catches_a_wrong_reference(check_grammar) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(AssertionError, match="reference rejects"):
-        check_grammar(Regex("[a-c]{2}"), reference=lambda d: "c" not in d, examples=50)
+        check_grammar(Regex("[a-c]{2}"), reference=lambda d: re.fullmatch("[ab]{2}", d) is not None,
+                      examples=50)
     with pytest.raises(AssertionError, match="rejected"):
         check_grammar(Regex("[a-c]{2}"), valid=["ad"])
     with pytest.raises(AssertionError, match="was accepted"):
