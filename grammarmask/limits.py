@@ -108,6 +108,12 @@ class Limits:
     #: 100,000)
     regex_subset_work: int = 2_000_000
 
+    # ---- front ends: Lark and GBNF ----------------------------------------------------------------------
+    #: group nesting of a Lark or GBNF rule ((...), [...]; 100: lark's loader, the GBNF parser and
+    #: the IR lowering recurse on it; real grammars nest a handful deep). Read when the grammar is
+    #: constructed: raise it around the constructor with ``with limits.in_force(Limits(...))``
+    grammar_nesting: int = 100
+
     # ---- walk strategy of the context-free engine (masks are the same at every setting) -------------
     #: frontiers with fewer rows continue in plain Python (12)
     walk_small_rows: int = 12

@@ -16,6 +16,7 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import grammarmask as gm
 from grammarmask.errors import GrammarError
 from grammarmask.frontends.gbnf import Gbnf
 from grammarmask.limits import Limits
@@ -189,13 +190,14 @@ def test_corpus_gbnf_examples(name: str) -> None:
 
 
 def test_groups_nested_past_the_limit_are_refused_where_they_start() -> None:
-    from grammarmask.ir.builder import MAX_GROUP_NESTING as limit
+    limit = gm.Limits().grammar_nesting
 
     assert_accepts(Gbnf("root ::= " + "(" * limit + '"a"' + ")" * limit), "a")
     for depth in (limit + 1, 500, 5000):
-        with pytest.raises(GrammarError, match=f"nested more than {limit} deep") as e:
+        with pytest.raises(gm.BudgetExceeded, match="groups nested too deep") as e:
             Gbnf("root ::= " + "(" * depth + '"a"' + ")" * depth)
-        assert (e.value.line, e.value.column) == (1, 10 + limit)
+        assert (e.value.budget, e.value.value) == ("grammar_nesting", limit)
+        assert e.value.where == f"line 1, column {10 + limit}"
 
 
 def test_the_first_undefined_reference_in_the_text_is_reported() -> None:

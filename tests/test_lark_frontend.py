@@ -10,6 +10,7 @@ import os
 import lark
 import pytest
 
+import grammarmask as gm
 from grammarmask.errors import GrammarError
 from grammarmask.frontends.lark import Lark
 from grammarmask.testing import assert_accepts, assert_rejects, byte_vocabulary
@@ -88,15 +89,16 @@ def test_a_grammar_without_the_start_rule_says_so() -> None:
 
 
 def test_groups_nested_past_the_limit_are_refused_where_they_start() -> None:
-    from grammarmask.ir.builder import MAX_GROUP_NESTING as limit
+    limit = gm.Limits().grammar_nesting
 
     assert_accepts(Lark("start: " + "(" * limit + '"a"' + ")" * limit), "a")
     # strings, regexes and comments do not count
     assert_accepts(Lark('start: "(((" /[(]+/ // ' + "(" * 200 + "\n"), "((((")
     for depth in (limit + 1, 500, 5000):
-        with pytest.raises(GrammarError, match=f"nested more than {limit} deep") as e:
+        with pytest.raises(gm.BudgetExceeded, match="groups nested too deep") as e:
             Lark("start: " + "[" * depth + '"a"' + "]" * depth)
-        assert (e.value.line, e.value.column) == (1, 8 + limit)
+        assert (e.value.budget, e.value.value) == ("grammar_nesting", limit)
+        assert e.value.where == f"line 1, column {8 + limit}"
 
 
 # Bad grammars: (text, expected substring, line, column)

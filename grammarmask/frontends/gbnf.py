@@ -20,9 +20,10 @@ from typing import Any
 
 from .._args import read_grammar_file
 from ..engine import compile_cfg
-from ..errors import GrammarError
+from ..errors import BudgetExceeded, GrammarError
 from ..grammar import CompiledGrammar, Grammar
-from ..ir.builder import EMPTY, MAX_GROUP_NESTING, Expr, Lit, Pat, Ref, Rep, alt, build_cfg, seq
+from ..ir.builder import EMPTY, Expr, Lit, Pat, Ref, Rep, alt, build_cfg, seq
+from ..limits import active
 from ..vocab import Vocabulary
 
 __all__ = ["Gbnf"]
@@ -42,6 +43,7 @@ class _Parser:
         self.rule_pos: dict[str, int] = {}
         self.refs: list[tuple[str, int]] = []  # every rule reference and where it is
         self.depth = 0
+        self.max_depth = active().grammar_nesting
 
     def error(self, message: str, pos: int | None = None) -> GrammarError:
         p = self.pos if pos is None else pos
@@ -124,8 +126,10 @@ class _Parser:
                 self.pos += 1
                 node = Pat("(?s:.)")
             elif c == "(":
-                if self.depth >= MAX_GROUP_NESTING:
-                    raise self.error(f"groups nested more than {MAX_GROUP_NESTING} deep")
+                if self.depth >= self.max_depth:
+                    err = self.error("")
+                    raise BudgetExceeded("grammar_nesting", self.max_depth, "groups nested too deep",
+                                         where=f"line {err.line}, column {err.column}")
                 self.pos += 1
                 self.space(True)
                 self.depth += 1

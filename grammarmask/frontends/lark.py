@@ -18,9 +18,10 @@ from typing import Any
 
 from .._args import read_grammar_file
 from ..engine import compile_cfg
-from ..errors import GrammarError
+from ..errors import BudgetExceeded, GrammarError
 from ..grammar import CompiledGrammar, Grammar
-from ..ir.builder import EMPTY, MAX_GROUP_NESTING, Expr, Pat, Ref, alt, build_cfg, seq
+from ..ir.builder import EMPTY, Expr, Pat, Ref, alt, build_cfg, seq
+from ..limits import active
 from ..vocab import Vocabulary
 
 __all__ = ["Lark"]
@@ -129,9 +130,10 @@ def _terminal_dfa(name: str, regexp: str, text: str) -> Any:
 
 
 def check_nesting(text: str) -> None:
-    """Refuse groups nested deeper than MAX_GROUP_NESTING before lark's loader recurses on them
+    """Refuse groups nested deeper than ``Limits.grammar_nesting`` before lark's loader recurses on them
     (strings, /regexes/ and // comments skipped)."""
     depth, i, n = 0, 0, len(text)
+    budget = active().grammar_nesting
     while i < n:
         c = text[i]
         if c == '"' or (c == "/" and text[i + 1 : i + 2] != "/"):
@@ -144,11 +146,11 @@ def check_nesting(text: str) -> None:
                 i += 1
         elif c in "([":
             depth += 1
-            if depth > MAX_GROUP_NESTING:
+            if depth > budget:
                 line = text.count("\n", 0, i) + 1
                 col = i - (text.rfind("\n", 0, i) + 1) + 1
-                raise GrammarError(f"groups nested more than {MAX_GROUP_NESTING} deep", line=line,
-                                   column=col, text=text)
+                raise BudgetExceeded("grammar_nesting", budget, "groups nested too deep",
+                                     where=f"line {line}, column {col}")
         elif c in ")]":
             depth -= 1
         i += 1

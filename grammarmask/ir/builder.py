@@ -40,7 +40,7 @@ from ..errors import GrammarError
 from .cfg import Cfg, Rule, Terminal
 
 __all__ = [
-    "EMPTY", "MAX_GROUP_NESTING", "Alt", "Expr", "Lit", "Pat", "Ref", "Rep", "Seq", "alt", "build_cfg", "opt",
+    "EMPTY", "Alt", "Expr", "Lit", "Pat", "Ref", "Rep", "Seq", "alt", "build_cfg", "opt",
     "seq", "star", "to_lark",
 ]  # fmt: skip
 
@@ -124,10 +124,6 @@ class Rep(Expr):
 
 
 EMPTY = Seq(())
-
-#: Front ends refuse groups nested deeper than this (their parsers, lark's loader and the lowering
-#: recurse on it; real grammars nest a handful deep).
-MAX_GROUP_NESTING = 100
 
 
 def seq(*items: Expr) -> Expr:
