@@ -16,6 +16,7 @@ import grammarmask.frontends.json_schema  # noqa: F401
 import grammarmask.frontends.jsonschema.intersect  # noqa: F401
 import grammarmask.frontends.lark  # noqa: F401
 import grammarmask.frontends.regex  # noqa: F401
+from grammarmask import native
 from grammarmask.cli._common import CliError, _backend
 
 from . import Engine, Unsupported
@@ -31,6 +32,8 @@ class GrammarmaskEngine(Engine):
             self.token_bytes, eos_token_id=self.eos, special_token_ids=self.specials, size=self.size
         )
         self.vocab.trie  # noqa: B018 - the vocabulary preprocessing, timed by the harness
+        if native.available():  # the native engine's copy of the token bytes, shared by its grammars
+            native.native_vocabulary(self.vocab)
 
     def compile(self, kind: str, source: Any) -> Any:
         try:
