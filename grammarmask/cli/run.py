@@ -49,14 +49,16 @@ def cmd_generate(args: argparse.Namespace) -> int:
     compiled, _ = _compile(grammar, vocab, args.grammar)
     from ..completion import BudgetPlan
     from ..decoding import _budgeted
-    from ..sampling import SequenceStats, sample_with_stats
+    from ..sampling import SequenceStats, StepStats, sample_with_stats
 
     m = compiled.matcher()
     budget = BudgetPlan(compiled) if args.budget_aware else None
     rng = np.random.default_rng(args.seed)
     ids = list(tok(args.prompt)["input_ids"]) if args.prompt else [int(tok.bos_token_id or 0)]
     cache_arg = _cache_argument(model)
-    past, inp, out, steps = None, torch.tensor([ids]), [], []
+    past, inp = None, torch.tensor([ids])
+    out: list[int] = []
+    steps: list[StepStats] = []
     with torch.no_grad():
         for i in range(args.max_tokens):
             res = model(input_ids=inp, use_cache=True, **{cache_arg: past})
