@@ -161,8 +161,10 @@ test_greeting = grammar_test(
 
 def test_check_grammar_fixture_catches_a_wrong_reference(check_grammar) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(AssertionError, match="reference rejects"):
+        # seeded: the generator draws one byte per class of equivalent bytes ('a' for [a-c]) and
+        # others only now and then, so an unseeded run finds 'c' in about 2 runs of 3
         check_grammar(Regex("[a-c]{2}"), reference=lambda d: re.fullmatch("[ab]{2}", d) is not None,
-                      examples=50)
+                      examples=50, seed=0)
     with pytest.raises(AssertionError, match="rejected"):
         check_grammar(Regex("[a-c]{2}"), valid=["ad"])
     with pytest.raises(AssertionError, match="was accepted"):
