@@ -16,6 +16,7 @@ imports torch or transformers).
 from __future__ import annotations
 
 import importlib
+import types
 from typing import TYPE_CHECKING, Any
 
 from .errors import (
@@ -32,7 +33,7 @@ from .mask import Mask
 from .vocab import Vocabulary
 
 if TYPE_CHECKING:
-    from .batch import allocate_masks, fill_masks
+    from .batch import allocate_masks, apply_token_bitmask_inplace, fill_masks
     from .beam import BeamHypothesis, beam_search
     from .compose import And, Union
     from .decoding import GenerationResult, generate
@@ -70,6 +71,7 @@ _LAZY = {
     "BeamHypothesis": ".beam",
     "fill_masks": ".batch",
     "allocate_masks": ".batch",
+    "apply_token_bitmask_inplace": ".batch",
 }
 
 __all__ = [
@@ -102,6 +104,7 @@ __all__ = [
     "UnsupportedSchemaError",
     "Vocabulary",
     "allocate_masks",
+    "apply_token_bitmask_inplace",
     "beam_search",
     "fill_masks",
     "generate",
@@ -120,4 +123,6 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    """The public names and the submodules already imported (no typing or import helpers)."""
+    subs = {n for n, v in globals().items() if isinstance(v, types.ModuleType) and not n.startswith("_")}
+    return sorted(set(__all__) | {"__version__"} | (subs - {"importlib", "types"}))

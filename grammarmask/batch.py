@@ -21,7 +21,7 @@ import numpy.typing as npt
 from .errors import GrammarError, NoLegalContinuation
 from .grammar import Matcher
 
-__all__ = ["allocate_masks", "fill_masks"]
+__all__ = ["allocate_masks", "apply_token_bitmask_inplace", "fill_masks"]
 
 
 def allocate_masks(batch: int, n_words: int, dtype: Any = np.int32) -> npt.NDArray[Any]:
@@ -103,3 +103,57 @@ def fill_masks(
     ]
     for f in futures:
         f.result()
+
+
+def apply_token_bitmask_inplace(logits: Any, bitmask: Any, indices: Sequence[int] | None = None) -> None:
+    """Set to ``-inf``, in place, every logit whose bit is 0 in its row of the packed ``bitmask``
+    (XGrammar's ``apply_token_bitmask_inplace``; what :func:`fill_masks` writes).
+
+    ``logits`` is a torch tensor ``[batch, vocab]`` (or ``[vocab]``) on any device, ``bitmask`` an
+    int32 or uint32 tensor or numpy array ``[batch, n_words]`` (or ``[n_words]``), bit ``j % 32`` of
+    word ``j // 32`` for token ``j``. With ``indices``, row ``i`` of ``bitmask`` masks row
+    ``indices[i]`` of ``logits`` (the rows of a batch that have a grammar); without, rows pair up.
+    Logit columns past the mask's ``32 * n_words`` bits are set to ``-inf``; mask bits past the
+    logits' width are ignored.
+
+    Raises
+    ------
+    GrammarError
+        ``logits`` is not a floating torch tensor, or the shapes do not pair up.
+    """
+    import torch  # only reached by torch users
+
+    if not isinstance(logits, torch.Tensor) or not logits.is_floating_point():
+        raise GrammarError(f"apply_token_bitmask_inplace: logits must be a float torch tensor, got "
+                           f"{type(logits).__name__}")
+    if isinstance(bitmask, torch.Tensor):
+        dtype, shape = str(bitmask.dtype).replace("torch.", ""), tuple(bitmask.shape)
+    else:
+        bitmask = np.asarray(bitmask)
+        dtype, shape = str(bitmask.dtype), bitmask.shape
+    if dtype not in ("int32", "uint32") or len(shape) not in (1, 2):
+        raise GrammarError(f"apply_token_bitmask_inplace: bitmask must be int32 or uint32 of shape "
+                           f"[batch, n_words] or [n_words], got {dtype} {shape}")
+    if isinstance(bitmask, torch.Tensor):
+        mask = bitmask.view(torch.int32)
+    else:  # a read-only array (Mask.words) is copied: torch wants writable memory
+        arr = np.ascontiguousarray(bitmask).view(np.int32)
+        mask = torch.from_numpy(arr if arr.flags.writeable else arr.copy())
+    rows_2d = logits if logits.dim() == 2 else logits.unsqueeze(0)
+    mask_2d = mask if mask.dim() == 2 else mask.unsqueeze(0)
+    if logits.dim() not in (1, 2):
+        raise GrammarError(f"apply_token_bitmask_inplace: logits must be [batch, vocab] or [vocab], got "
+                           f"{tuple(logits.shape)}")
+    rows = list(range(rows_2d.shape[0])) if indices is None else [int(i) for i in indices]
+    if len(rows) != mask_2d.shape[0] or any(not 0 <= r < rows_2d.shape[0] for r in rows):
+        raise GrammarError(f"apply_token_bitmask_inplace: {mask_2d.shape[0]} mask rows for logits rows "
+                           f"{rows if len(rows) <= 8 else str(rows[:8]) + '...'} of {rows_2d.shape[0]}")
+    vocab = rows_2d.shape[1]
+    words = mask_2d.to(device=rows_2d.device)
+    shifts = torch.arange(32, device=rows_2d.device, dtype=torch.int32)
+    allowed = ((words.unsqueeze(-1) >> shifts) & 1).bool().reshape(words.shape[0], -1)
+    if allowed.shape[1] < vocab:  # columns the mask has no bits for are illegal
+        allowed = torch.nn.functional.pad(allowed, (0, vocab - allowed.shape[1]), value=False)
+    allowed = allowed[:, :vocab]
+    idx = torch.tensor(rows, device=rows_2d.device, dtype=torch.long)
+    rows_2d[idx] = rows_2d[idx].masked_fill(~allowed, float("-inf"))

@@ -46,3 +46,11 @@ def test_operators_build_the_composites_with_the_right_languages() -> None:
     assert_accepts(a | b, "cab")
     assert_accepts(a + b, "abcab")
     assert_rejects(a + b, "ab")
+
+
+def test_the_namespace_shows_public_names_only() -> None:
+    import grammarmask as gm
+
+    names = dir(gm)
+    assert not {"Any", "TYPE_CHECKING", "annotations", "importlib", "types", "_LAZY"} & set(names)
+    assert set(gm.__all__) <= set(names) and "apply_token_bitmask_inplace" in names
