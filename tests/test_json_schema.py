@@ -488,7 +488,7 @@ def test_whitespace_is_bounded_and_indent_policy() -> None:
 @pytest.mark.parametrize(("schema", "fragment"), [
     ("{not json", "not valid JSON"),
     ('{"type": "object",}', "line 1"),
-    ([1, 2], "must be an object or a boolean"),
+    ([1, 2], "must be an object, a boolean"),
     ({"properties": {"a": 5}, "required": ["a"]}, "not a valid JSON Schema at /properties/a"),
     ({"$ref": "#/$defs/missing"}, "cannot be resolved"),
     ({"type": "integer", "minimum": 5, "maximum": 3}, "no number in the range"),

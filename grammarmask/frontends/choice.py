@@ -15,6 +15,8 @@ vocabulary trie's sorted ranges.
 
 from __future__ import annotations
 
+import enum
+import typing
 from collections.abc import Hashable, Iterable
 from typing import Any, Literal
 
@@ -36,13 +38,24 @@ Words = npt.NDArray[np.uint32]
 LeadingSpace = Literal["none", "always", "optional"]
 
 
+def _labels_of_type(labels: Any) -> Any:
+    """The labels an :class:`enum.Enum` class (its members' values) or a ``typing.Literal[...]``
+    stands for, as strings; anything else unchanged."""
+    if isinstance(labels, type) and issubclass(labels, enum.Enum):
+        return [m.value if isinstance(m.value, str) else str(m.value) for m in labels]
+    if typing.get_origin(labels) is Literal:
+        return [a if isinstance(a, str) else str(a) for a in typing.get_args(labels)]
+    return labels
+
+
 class Choice(Grammar):
     """Exactly one of ``labels`` (or, with ``separator``, several distinct labels joined by it).
 
     Parameters
     ----------
     labels
-        The strings (non-empty, distinct, valid Unicode).
+        The strings (non-empty, distinct, valid Unicode); or an :class:`enum.Enum` class (its
+        members' values) or a ``typing.Literal[...]`` (its values), non-strings written with ``str``.
     separator
         Multi-label mode: outputs are ``label (separator label)*`` with no label repeated.
         The separator must not occur inside any label.
@@ -68,6 +81,7 @@ class Choice(Grammar):
         leading_space: LeadingSpace = "none",
         max_labels: int | None = None,
     ) -> None:
+        labels = _labels_of_type(labels)
         if isinstance(labels, (str, bytes)):  # list("abc") would be the labels a, b, c
             raise GrammarError(
                 f"Choice: labels must be a list of str, got a single {type(labels).__name__} {labels!r:.60}"

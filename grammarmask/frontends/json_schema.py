@@ -88,6 +88,9 @@ class JsonSchema(Grammar):
         property_order: str = "declared",
     ) -> None:
         stack_room(active().json_schema_depth)  # json.loads and json.dumps recurse on the nesting
+        to_schema = getattr(schema, "model_json_schema", None) if isinstance(schema, type) else None
+        if callable(to_schema):
+            schema = to_schema()  # a pydantic (v2) model class, as from_pydantic
         if isinstance(schema, (str, bytes)):
             try:
                 schema = json.loads(schema)
@@ -100,7 +103,8 @@ class JsonSchema(Grammar):
                     f"schema is not valid JSON: {getattr(e, 'msg', e)}", line=line, column=col, text=text
                 ) from None
         if not isinstance(schema, (dict, bool)):
-            raise GrammarError(f"a JSON Schema must be an object or a boolean, got {type(schema).__name__}")
+            raise GrammarError(f"a JSON Schema must be an object, a boolean, JSON text or a pydantic model "
+                               f"class, got {type(schema).__name__}")
         if whitespace not in _WHITESPACE:
             raise GrammarError(f"whitespace must be one of {_WHITESPACE}, got {whitespace!r}")
         if property_order not in _ORDERS:

@@ -1,0 +1,56 @@
+"""Grammars from Python types: Choice from an Enum or a Literal, JsonSchema from a pydantic model class."""
+
+from __future__ import annotations
+
+import enum
+from typing import Literal
+
+import pydantic
+import pytest
+
+import grammarmask as gm
+from grammarmask.testing import assert_accepts, assert_rejects
+
+
+class Color(enum.Enum):
+    RED = "red"
+    GREEN = "green"
+
+
+class Size(enum.IntEnum):
+    S = 1
+    XL = 42
+
+
+def test_choice_from_an_enum_takes_its_values() -> None:
+    g = gm.Choice(Color)
+    assert_accepts(g, "red")
+    assert_accepts(g, "green")
+    assert_rejects(g, "RED")
+    assert_accepts(gm.Choice(Size), "42")
+
+
+def test_choice_from_a_literal() -> None:
+    g = gm.Choice(Literal["yes", "no", 3])
+    for s in ("yes", "no", "3"):
+        assert_accepts(g, s)
+    assert_rejects(g, "maybe")
+
+
+def test_choice_still_refuses_a_plain_string() -> None:
+    with pytest.raises(gm.GrammarError, match="single str"):
+        gm.Choice("abc")
+
+
+class Person(pydantic.BaseModel):
+    name: str
+    age: int
+
+
+def test_json_schema_from_a_pydantic_model_class() -> None:
+    g = gm.JsonSchema(Person, whitespace="compact")
+    assert g.cache_key() == gm.JsonSchema.from_pydantic(Person, whitespace="compact").cache_key()
+    assert_accepts(g, '{"name":"Ada","age":36}')
+    assert_rejects(g, '{"name":"Ada"}')
+    with pytest.raises(gm.GrammarError, match="pydantic model class"):
+        gm.JsonSchema(Person(name="a", age=1))  # an instance is not a schema
