@@ -80,6 +80,15 @@ def test_whitespace_compact(capsys: pytest.CaptureFixture[str], schema: Path, tm
     assert check(capsys, schema, spaced)[0] == cli.EXIT_OK  # flexible is the default
 
 
+def test_plain_integers(capsys: pytest.CaptureFixture[str], schema: Path, tmp_path: Path) -> None:
+    fraction = doc(tmp_path, "f.txt", '{"id": 7.0, "name": "x"}')
+    jsonschema.validate(json.loads(Path(fraction).read_text()), SCHEMA)  # 7.0 is an integer
+    assert check(capsys, schema, fraction)[0] == cli.EXIT_OK
+    code, res = check(capsys, schema, fraction, "--plain-integers")
+    assert (code, res["status"]) == (cli.EXIT_REJECTED, "rejected")
+    assert check(capsys, schema, doc(tmp_path, "p.txt", '{"id": 7, "name": "x"}'), "--plain-integers")[0] == 0
+
+
 def test_max_ws_bounds_a_run_of_spaces(
     capsys: pytest.CaptureFixture[str], schema: Path, tmp_path: Path
 ) -> None:

@@ -54,3 +54,25 @@ def test_json_schema_from_a_pydantic_model_class() -> None:
     assert_rejects(g, '{"name":"Ada"}')
     with pytest.raises(gm.GrammarError, match="pydantic model class"):
         gm.JsonSchema(Person(name="a", age=1))  # an instance is not a schema
+
+
+def test_plain_integers_writes_integer_literals_only() -> None:
+    from grammarmask.derivation import accepts
+    from grammarmask.testing import byte_vocabulary
+
+    vocab = byte_vocabulary()
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": -5, "maximum": 500}},
+              "required": ["n"]}
+    loose = gm.JsonSchema(schema, whitespace="compact").compile(vocab)
+    plain = gm.JsonSchema(schema, whitespace="compact", plain_integers=True).compile(vocab)
+    for n in ("0", "-5", "7", "500", "123"):
+        doc = f'{{"n":{n}}}'.encode()
+        assert accepts(loose, doc) and accepts(plain, doc)
+    for n in ("7.0", "-0.0", "2.00", "500.000"):
+        doc = f'{{"n":{n}}}'.encode()
+        assert accepts(loose, doc) and not accepts(plain, doc), n
+    for n in ("501", "-6", "7.5"):
+        assert not accepts(plain, f'{{"n":{n}}}'.encode())
+    assert gm.JsonSchema(schema).cache_key() != gm.JsonSchema(schema, plain_integers=True).cache_key()
+    with pytest.raises(gm.GrammarError, match="plain_integers must be True or False"):
+        gm.JsonSchema(schema, plain_integers="yes")  # type: ignore[arg-type]

@@ -97,6 +97,11 @@ def _json_schema_options(sp: argparse.ArgumentParser) -> None:
         metavar="N",
         help="flexible: whitespace is one space, or a newline and a multiple of N spaces",
     )
+    g.add_argument(
+        "--plain-integers",
+        action="store_true",
+        help="integers as integer literals only (5, never 5.0); default: a zero fraction is allowed",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

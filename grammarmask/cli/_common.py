@@ -88,6 +88,7 @@ JSON_FLAGS: dict[str, str] = {
     "property_order": "--property-order",
     "max_ws": "--max-ws",
     "indent": "--indent",
+    "plain_integers": "--plain-integers",
 }
 
 
@@ -134,6 +135,8 @@ def json_options(args: argparse.Namespace) -> dict[str, Any]:
     opts: dict[str, Any] = {}
     if getattr(args, "no_strict", False):
         opts["strict"] = False
+    if getattr(args, "plain_integers", False):
+        opts["plain_integers"] = True
     for key in ("whitespace", "property_order", "max_ws", "indent"):
         if getattr(args, key, None) is not None:
             opts[key] = getattr(args, key)

@@ -60,6 +60,11 @@ class JsonSchema(Grammar):
         ``dependentRequired`` keys are more than 10 (2^10 states) is refused
         (``UnsupportedSchemaError``, keyword ``properties``) or, with ``strict=False``, kept in
         declared order with a warning.
+    plain_integers
+        ``False`` (default): an integer may be written with a zero fraction (``5.0``, ``-0.0``), as
+        JSON Schema (draft 6 on) counts it an integer. ``True``: values of ``"type": "integer"`` are
+        written as integer literals only (``5``), what typed consumers (and XGrammar, llguidance)
+        expect; a subset of the valid documents.
 
     Raises
     ------
@@ -86,6 +91,7 @@ class JsonSchema(Grammar):
         indent: int | None = None,
         strict: bool = True,
         property_order: str = "declared",
+        plain_integers: bool = False,
     ) -> None:
         stack_room(active().json_schema_depth)  # json.loads and json.dumps recurse on the nesting
         to_schema = getattr(schema, "model_json_schema", None) if isinstance(schema, type) else None
@@ -115,6 +121,8 @@ class JsonSchema(Grammar):
             raise GrammarError(f"indent must be a positive integer or None, got {indent!r}")
         if not isinstance(strict, bool):  # bool("no") is True: refuse rather than guess
             raise GrammarError(f"strict must be True or False, got {type(strict).__name__} {strict!r:.40}")
+        if not isinstance(plain_integers, bool):
+            raise GrammarError(f"plain_integers must be True or False, got {plain_integers!r:.40}")
         self.schema = schema
         self.options = {
             "whitespace": whitespace,
@@ -122,6 +130,7 @@ class JsonSchema(Grammar):
             "indent": indent,
             "strict": bool(strict),
             "property_order": property_order,
+            **({"plain_integers": True} if plain_integers else {}),  # keys of earlier caches unchanged
         }
         try:  # the schema alone first, so that an error's JSON pointer is the schema's own
             self._key = canonical(schema) + canonical(self.options)
@@ -144,6 +153,7 @@ class JsonSchema(Grammar):
         indent: int | None = None,
         strict: bool = True,
         property_order: str = "declared",
+        plain_integers: bool = False,
     ) -> JsonSchema:
         """The schema of a pydantic (v2) model class, via ``model.model_json_schema()``."""
         getter = getattr(model, "model_json_schema", None)
@@ -156,6 +166,7 @@ class JsonSchema(Grammar):
             indent=indent,
             strict=strict,
             property_order=property_order,
+            plain_integers=plain_integers,
         )
 
     def __repr__(self) -> str:
@@ -180,6 +191,7 @@ class JsonSchema(Grammar):
                     indent=indent if isinstance(indent, int) else None,
                     strict=bool(opts["strict"]),
                     property_order=str(opts["property_order"]),
+                    plain_integers=bool(opts.get("plain_integers", False)),
                 )
                 hit = (compiler.grammar(), tuple(compiler.warnings))
                 _RULES_CACHE.put(self._key, hit)

@@ -84,6 +84,7 @@ class Compiler:
         indent: int | None,
         strict: bool,
         property_order: str = "declared",
+        plain_integers: bool = False,
     ) -> None:
         if not isinstance(root, (dict, bool)):
             raise GrammarError(f"a JSON Schema must be an object or a boolean, got {type(root).__name__}")
@@ -98,6 +99,8 @@ class Compiler:
         self.strict = strict
         self.any_order = property_order == "any"
         self.draft = _draft(root)
+        #: integers may be written with a zero fraction (6.0): draft 6 on, unless plain_integers
+        self.int_fraction = self.draft >= 6 and not plain_integers
         self.validator_cls = validator_for(root, default=jsonschema.Draft202012Validator)
         err = metaschema_error(root, self.validator_cls)  # no format checks
         if err is not None:

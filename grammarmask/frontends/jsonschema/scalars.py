@@ -59,7 +59,7 @@ class ScalarBuilder:
                 raise GrammarError(f"at {ptr or '/'}: a numeric bound must be finite")
         m = s.get("multipleOf")
         # 6.0 is an integer type from draft 6 on, and a multiple of 1 (6.0 % 1 == 0) in every draft
-        int_fraction = self.c.draft >= 6 or not integer
+        int_fraction = self.c.int_fraction or not integer
         if s.get("_nonint"):  # not an integer: NON_INTEGER, intersected with the bounds
             if m is not None:
                 self.c.unsupported("not", ptr, "'not integer' together with multipleOf")
@@ -125,7 +125,7 @@ class ScalarBuilder:
                 return Pat("-?" + mag)
         self.c.unsupported("multipleOf", ptr, f"multipleOf {m} with this range has no compact exact form")
         return Pat(
-            number_regex(lo, lo_x, hi, hi_x, integer=True, int_fraction=self.c.draft >= 6) or NOTHING
+            number_regex(lo, lo_x, hi, hi_x, integer=True, int_fraction=self.c.int_fraction) or NOTHING
         )
 
     def string(self, s: dict[str, Any], ptr: str, excluded: list[str]) -> Expr | None:
