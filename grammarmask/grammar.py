@@ -73,11 +73,16 @@ class Grammar(ABC):
         with in_force(limits) as lim, engine_in_use(name):
             key = self.cache_key()
             if key is None:
-                return self._compile(vocab)
-            cache: Lru[Hashable, CompiledGrammar] = per_vocabulary(
-                vocab, "compiled", lambda: Lru(lim.compiled_per_vocabulary)
-            )
-            return cache.get_or_make((type(self).__qualname__, key, lim, name), lambda: self._compile(vocab))
+                compiled = self._compile(vocab)
+            else:
+                cache: Lru[Hashable, CompiledGrammar] = per_vocabulary(
+                    vocab, "compiled", lambda: Lru(lim.compiled_per_vocabulary)
+                )
+                compiled = cache.get_or_make((type(self).__qualname__, key, lim, name),
+                                             lambda: self._compile(vocab))
+        if getattr(compiled, "_source", None) is None:  # what pickling needs to compile it again
+            compiled._source = (self, vocab, lim, name)
+        return compiled
 
     def to_dfa(self) -> Any:
         """The grammar as one byte DFA when it is regular and small, else None (used by ``&``)."""
@@ -106,9 +111,20 @@ class Grammar(ABC):
 
 
 class CompiledGrammar(ABC):
-    """A grammar bound to a vocabulary: immutable, thread-safe, shared by any number of matchers."""
+    """A grammar bound to a vocabulary: immutable, thread-safe, shared by any number of matchers.
+
+    It pickles as its grammar, vocabulary, limits and engine, and is compiled again when unpickled
+    (in a worker process, say); its caches are not carried over.
+    """
 
     vocab: Vocabulary
+    _source: tuple[Grammar, Vocabulary, Limits, str] | None = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self._source is None:
+            raise TypeError(f"a {type(self).__name__} built outside Grammar.compile() cannot be pickled")
+        grammar, vocab, limits, engine = self._source
+        return (_compile_again, (grammar, vocab, limits, engine))
 
     @abstractmethod
     def initial_state(self) -> State:
@@ -430,3 +446,8 @@ def _longest_token(trie: Any, data: bytes, probe: Matcher) -> int | None:
             if probe.compiled.advance_state(probe.state, t) is not None:
                 return t
     return None
+
+
+def _compile_again(grammar: Grammar, vocab: Vocabulary, limits: Limits, engine: str) -> CompiledGrammar:
+    """Unpickling a compiled grammar: the same compile in this process."""
+    return grammar.compile(vocab, limits=limits, engine=engine)
