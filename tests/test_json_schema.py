@@ -827,3 +827,25 @@ def test_sampler_outputs_parse_with_lark() -> None:
     outs = [s.sample() for _ in range(30)]
     assert all(o is not None and parses(parser, o) for o in outs)
     assert len(set(outs)) > 5
+
+
+def test_the_schema_is_checked_at_construction_and_warnings_point_at_the_caller() -> None:
+    import sys
+
+    import grammarmask as gm
+    from grammarmask.testing import byte_vocabulary
+
+    with pytest.raises(GrammarError, match="/properties/a/minimum"):
+        JsonSchema({"type": "object", "properties": {"a": {"minimum": "x"}}})  # before any compile
+    schema = {"type": "string", "oneOf": [{"$ref": "#"}, True, True]}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        line = sys._getframe().f_lineno + 1
+        JsonSchema(schema, strict=False)
+    assert caught and all(w.filename == __file__ and w.lineno == line for w in caught)
+    # a budget is the compile's business: a schema over the default budget still constructs
+    deep = {"type": "array", "prefixItems": [{"type": "integer"}], "minItems": 500}
+    g = JsonSchema(deep, whitespace="compact")
+    with pytest.raises(gm.BudgetExceeded):
+        g.compile(byte_vocabulary(), limits=gm.Limits(json_schema_counting_states=100))
+    assert g.compile(byte_vocabulary()) is not None

@@ -10,17 +10,20 @@ docs/json_schema.md.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import sys
 import warnings
 from collections.abc import Hashable
 from typing import Any
 
 from ..cache import Lru
 from ..engine import compile_cfg
-from ..errors import GrammarError
+from ..errors import BudgetExceeded, GrammarError
 from ..grammar import CompiledGrammar, Grammar
 from ..ir.builder import Expr, build_cfg, to_lark
-from ..limits import active
+from ..limits import Limits, active
 from ..vocab import Vocabulary
 from .jsonschema.compiler import Compiler, SchemaWarning
 from .jsonschema.depth import stack_room, too_deep
@@ -30,8 +33,18 @@ __all__ = ["JsonSchema", "SchemaWarning"]
 
 _WHITESPACE = ("flexible", "compact")
 _ORDERS = ("declared", "any")
-# the grammar rules and warnings of recently compiled schemas, by content (schema and options)
-_RULES_CACHE: Lru[str, tuple[dict[str, Expr], tuple[str, ...]]] = Lru(256)
+# the grammar rules and warnings of recently compiled schemas, by content (schema and options) and limits
+_RULES_CACHE: Lru[tuple[str, Limits], tuple[dict[str, Expr], tuple[str, ...]]] = Lru(256)
+
+
+def _caller_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning at the first frame outside grammarmask (the user's
+    line that built or compiled the schema)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    return level
 
 
 class JsonSchema(Grammar):
@@ -141,7 +154,12 @@ class JsonSchema(Grammar):
         except (TypeError, ValueError) as e:
             raise GrammarError(f"schema is not JSON data: {e}") from None
         self._rules: dict[str, Expr] | None = None
+        self._rules_limits: Limits | None = None
         self._cfg: Any = None
+        # The schema is checked here, so its errors and warnings come from this call. A budget is
+        # checked again at compile(), under the limits given there.
+        with contextlib.suppress(BudgetExceeded):
+            self.rules()
 
     @classmethod
     def from_pydantic(
@@ -178,9 +196,12 @@ class JsonSchema(Grammar):
         return self._key
 
     def rules(self) -> dict[str, Expr]:
-        """The grammar rules of the schema (start rule ``start``); cached by content."""
-        if self._rules is None:
-            hit = _RULES_CACHE.get(self._key)
+        """The grammar rules of the schema (start rule ``start``) under the limits in force; cached
+        by content and limits."""
+        limits = active()
+        if self._rules is None or self._rules_limits != limits:
+            key = (self._key, limits)
+            hit = _RULES_CACHE.get(key)
             if hit is None:
                 opts = self.options
                 indent = opts["indent"]
@@ -194,10 +215,11 @@ class JsonSchema(Grammar):
                     plain_integers=bool(opts.get("plain_integers", False)),
                 )
                 hit = (compiler.grammar(), tuple(compiler.warnings))
-                _RULES_CACHE.put(self._key, hit)
+                _RULES_CACHE.put(key, hit)
+            level = _caller_stacklevel()
             for msg in hit[1]:
-                warnings.warn(msg, SchemaWarning, stacklevel=3)
-            self._rules = hit[0]
+                warnings.warn(msg, SchemaWarning, stacklevel=level)
+            self._rules, self._rules_limits, self._cfg = hit[0], limits, None
         return self._rules
 
     def to_lark(self) -> str:
@@ -206,6 +228,7 @@ class JsonSchema(Grammar):
         return to_lark(self.rules())
 
     def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
+        rules = self.rules()  # again under the compile's limits (a cached hit when they are the same)
         if self._cfg is None:
-            self._cfg = build_cfg(self.rules())
+            self._cfg = build_cfg(rules)
         return compile_cfg(self._cfg, vocab)
