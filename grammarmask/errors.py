@@ -95,19 +95,29 @@ class BudgetExceeded(GrammarError):
 
     ``budget`` names the ``Limits`` field, ``value`` is its value in force, ``what`` says what ran
     out and ``where`` points at what hit it (a JSON pointer, or a pattern position). The message
-    ends with how to raise it: ``grammar.compile(vocab, limits=gm.Limits(<budget>=...))``.
+    ends with how to raise it: ``grammar.compile(vocab, limits=gm.Limits(<budget>=...))`` when it
+    was hit in a compile, else (a front end reading its input at construction: regexes, Lark and
+    GBNF text) ``with grammarmask.limits.in_force(gm.Limits(<budget>=...))`` around the constructor.
+    The engine's step budgets pass ``compile_time=True``: they were set by the compile.
     """
 
-    def __init__(self, budget: str, value: int, what: str, *, where: str = "") -> None:
+    def __init__(
+        self, budget: str, value: int, what: str, *, where: str = "", compile_time: bool | None = None
+    ) -> None:
         self.budget = budget
         self.value = value
         self.what = what
         self.where = where
         at = f" at {where if len(where) <= 120 else where[:70] + ' ... ' + where[-45:]}" if where else ""
-        super().__init__(
-            f"{what}{at}: over the {budget} budget ({value}); raise it with "
-            f"compile(vocab, limits=grammarmask.Limits({budget}=...)) if this input is meant"
-        )
+        from .limits import in_a_compile  # limits imports nothing; errors stays a leaf at import
+
+        new = f"grammarmask.Limits({budget}=...)"
+        if compile_time is None:  # a front end: is it reading its input inside a compile?
+            compile_time = in_a_compile()
+        how = (f"compile(vocab, limits={new})" if compile_time else
+               f"'with grammarmask.limits.in_force({new}):' around the constructor")
+        super().__init__(f"{what}{at}: over the {budget} budget ({value}); raise it with {how} if this input "
+                         "is meant")
 
 
 class TokenRejected(GrammarMaskError, ValueError):

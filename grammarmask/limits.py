@@ -160,6 +160,12 @@ def active() -> Limits:
     return _ACTIVE.get(_DEFAULT)
 
 
+def in_a_compile() -> bool:
+    """Whether limits were put in force (by ``compile()`` or an :func:`in_force` block): a budget
+    error then tells how to raise it there, else around the grammar's constructor."""
+    return _ACTIVE.get(None) is not None
+
+
 @contextlib.contextmanager
 def in_force(limits: Limits | None) -> Iterator[Limits]:
     """Make ``limits`` (None: the defaults) what :func:`active` returns inside the block."""

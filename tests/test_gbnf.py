@@ -198,6 +198,11 @@ def test_groups_nested_past_the_limit_are_refused_where_they_start() -> None:
             Gbnf("root ::= " + "(" * depth + '"a"' + ")" * depth)
         assert (e.value.budget, e.value.value) == ("grammar_nesting", limit)
         assert e.value.where == f"line 1, column {10 + limit}"
+        assert "limits.in_force(" in str(e.value)  # read at construction: raised around the constructor
+    from grammarmask.limits import in_force
+
+    with in_force(gm.Limits(grammar_nesting=limit + 1)):
+        assert_accepts(Gbnf("root ::= " + "(" * (limit + 1) + '"a"' + ")" * (limit + 1)), "a")
 
 
 def test_the_first_undefined_reference_in_the_text_is_reported() -> None:

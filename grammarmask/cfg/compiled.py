@@ -116,7 +116,8 @@ class CompiledCfg(CompiledGrammar):
             raise BudgetExceeded(
                 "cfg_configs", self._max_configs,
                 "the output can be cut into lexemes in more ways than allowed (terminals that match "
-                "the same text in many splits, as in GBNF's 'root ::= root root | \"a\"+')")
+                "the same text in many splits, as in GBNF's 'root ::= root root | \"a\"+')",
+                compile_time=True)
         return tuple(out)
 
     def feed(self, state: State, data: bytes) -> State:
@@ -198,7 +199,7 @@ class CompiledCfg(CompiledGrammar):
             raise BudgetExceeded(
                 "cfg_walk_visits", self._max_visits,
                 "one mask needs to visit more parser states than allowed (tokens that can be cut into "
-                "lexemes in very many ways)")
+                "lexemes in very many ways)", compile_time=True)
         lex, walks = self.lex, self.walks
         parts = {id(ent.inside): ent.inside}
         first = lex.first_bits

@@ -228,7 +228,7 @@ class EarleySet:
                 raise BudgetExceeded(
                     "earley_items_per_set", g.items_per_set,
                     "an Earley set needs more items than allowed (a highly ambiguous grammar?)",
-                    where=f"lexeme {self.index}")
+                    where=f"lexeme {self.index}", compile_time=True)
             dot, origin, depth = agenda.pop()
             k = slot_of.get(origin)
             if k is None:
