@@ -48,10 +48,16 @@ def test_the_set_has_ten_bugs_each_way() -> None:
     assert len(PLANTED) >= 10 and len(over) >= 5 and len(under) >= 5
 
 
-# found with some seeds only (1 of 3, 0 of 3 under pytest): a string ending in a backslash or newline,
-# and a string of exactly the bad length, are drawn too rarely yet
-_RARE = {"string-without-escapes", "schema-maxlength-off-by-one"}
-_PARAMS = [pytest.param(p, marks=pytest.mark.xfail(reason="not found reliably yet", strict=False))
+# Found at some seeds only: the generator draws a string ending in a backslash or a newline, and a
+# string of exactly the one bad length, too rarely. Whether seed 0 finds them also depends on the tests
+# that ran before in the process (the draws are not yet independent of warm caches: a known defect).
+_RARE = {
+    "string-without-escapes": "a string ending in a backslash or newline is drawn too rarely to be "
+    "found at every seed",
+    "schema-maxlength-off-by-one": "a string of exactly the one length the bug lets through is drawn "
+    "too rarely to be found at every seed",
+}
+_PARAMS = [pytest.param(p, marks=pytest.mark.xfail(reason=_RARE[p.name], strict=False))
            if p.name in _RARE else p for p in PLANTED]  # fmt: skip
 
 
