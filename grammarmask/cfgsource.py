@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .derivation import _INF, _RANK, _WS, Draw, _choice, _DfaGen, _rare, _Source
+from .automata.dfa import UNREACHABLE as _INF
+from .derivation import _RANK, _WS, Draw, _choice, _DfaGen, _rare, _Source
 
 __all__ = ["CfgSource"]
 
@@ -31,7 +32,7 @@ class CfgSource(_Source):
         rules: list[list[tuple[int, ...]]] = [[] for _ in range(n)]
         for r in cfg.rules:
             rules[r.lhs].append(tuple(r.rhs))
-        self.minlen = self._shortest(rules, n)
+        self.minlen = cfg.shortest_derivations([t.min_len for t in self.terms])[0]
         depth = self._depths(rules, n)
         blank = self._blank(rules, n)
         self.rules: list[list[tuple[int, int, bool, tuple[int, ...]]]] = []
@@ -64,19 +65,6 @@ class CfgSource(_Source):
         for x in rhs:
             total += self.terms[~x].min_len if x < 0 else self.minlen[x]
         return min(total, _INF)
-
-    def _shortest(self, rules: list[list[tuple[int, ...]]], n: int) -> list[int]:
-        self.minlen = [_INF] * n
-        changed = True
-        while changed:
-            changed = False
-            for lhs in range(n):
-                for rhs in rules[lhs]:
-                    v = self._len(rhs)
-                    if v < self.minlen[lhs]:
-                        self.minlen[lhs] = v
-                        changed = True
-        return self.minlen
 
     def _depths(self, rules: list[list[tuple[int, ...]]], n: int) -> list[int]:
         """Depth of the shallowest shortest derivation of each nonterminal."""

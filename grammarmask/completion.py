@@ -38,13 +38,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .automata.dfa import UNREACHABLE as _INF
+from .automata.dfa import distances_to_accept
 from .cache import Lru
 from .errors import BudgetExceeded
 from .grammar import CompiledGrammar
 
 __all__ = ["shortest_completion"]
 
-_INF = 1 << 40
 _MEMO = "completion"
 _CACHE = 4096  # completions kept per compiled CFG, by state
 _TRIES = 6  # CFG candidates checked per state before answering None
@@ -103,7 +104,7 @@ class _Paths:
     def __init__(self, table: npt.NDArray[Any], accepting: npt.NDArray[np.bool_]) -> None:
         self.table = table
         self.accepting = accepting.tolist()
-        self.dist: list[int] = _distances(table, accepting).tolist()
+        self.dist: list[int] = distances_to_accept(table, accepting).tolist()
         self._next: dict[int, tuple[int, int]] = {}
 
     def step(self, s: int) -> tuple[int, int]:
@@ -145,35 +146,6 @@ class _Paths:
         return q, bytes(out)
 
 
-def _distances(table: npt.NDArray[Any], accepting: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
-    """``dist[s]``: length of the shortest word from ``s`` to an accepting state (``_INF``: none), by a
-    breadth-first search backwards over the edges (byte classes first, so the edge list stays small)."""
-    n = table.shape[0]
-    _, first = np.unique(table, axis=1, return_index=True)
-    t = table[:, np.sort(first)].astype(np.int64)
-    src = np.repeat(np.arange(n), t.shape[1])
-    dst = t.ravel()
-    live = dst != 0
-    src, dst = src[live], dst[live]
-    order = np.argsort(dst, kind="stable")
-    preds = src[order]
-    lo = np.searchsorted(dst[order], np.arange(n + 1))
-    dist = np.full(n, _INF, dtype=np.int64)
-    todo = np.flatnonzero(np.asarray(accepting))
-    todo = todo[todo != 0]
-    dist[todo] = 0
-    level = 0
-    while todo.size:
-        level += 1
-        cnt = lo[todo + 1] - lo[todo]
-        idx = np.repeat(lo[todo] - np.cumsum(cnt) + cnt, cnt) + np.arange(int(cnt.sum()))
-        nxt = np.unique(preds[idx])
-        todo = nxt[dist[nxt] == _INF]
-        dist[todo] = level
-    dist[0] = _INF
-    return dist
-
-
 class _CfgSolver:
     """Completions for a :class:`~grammarmask.cfg.CompiledCfg` (see the module docstring)."""
 
@@ -187,7 +159,7 @@ class _CfgSolver:
         self.tword: list[bytes | None] = [self.paths.word(lex.start[t]) if lex.start[t] else None
                                           for t in range(n_terms)]
         self.tcost = [len(w) if w is not None else _INF for w in self.tword]
-        self.ncost, self.nrule = _shortest_derivations(cfg, self.tcost)
+        self.ncost, self.nrule = cfg.shortest_derivations(self.tcost)
         # tail[d]: the cost of the symbols from dot d to the end of its rule
         tail = [0] * (len(g.next_sym) + 1)
         for d in range(len(g.next_sym) - 1, -1, -1):
@@ -384,38 +356,6 @@ class _CfgSolver:
                     serial += 1
                     heapq.heappush(heap, (tail[d + 1] + cost, z, serial, (d, e)))
         return out
-
-
-def _shortest_derivations(cfg: Any, tcost: list[int]) -> tuple[list[int], list[int]]:
-    """Per nonterminal: the cost of its cheapest derivation and the rule that starts it (Knuth 1977:
-    a rule is used only once all its nonterminals are final, so following the rules terminates)."""
-    n = len(cfg.nonterminals)
-    cost = [_INF] * n
-    rule_of = [-1] * n
-    waiting_on: list[list[int]] = [[] for _ in range(n)]
-    missing = []
-    partial = []
-    heap: list[tuple[int, int, int]] = []
-    for ri, r in enumerate(cfg.rules):
-        nts = [s for s in r.rhs if s >= 0]
-        missing.append(len(nts))
-        partial.append(min(_INF, sum(tcost[~s] for s in r.rhs if s < 0)))
-        for s in nts:
-            waiting_on[s].append(ri)
-        if not nts:
-            heap.append((partial[ri], r.lhs, ri))
-    heapq.heapify(heap)
-    while heap:
-        c, x, ri = heapq.heappop(heap)
-        if rule_of[x] >= 0 or c >= _INF:
-            continue
-        cost[x], rule_of[x] = c, ri
-        for rj in waiting_on[x]:
-            missing[rj] -= 1
-            partial[rj] = min(_INF, partial[rj] + c)
-            if missing[rj] == 0:
-                heapq.heappush(heap, (partial[rj], cfg.rules[rj].lhs, rj))
-    return cost, rule_of
 
 
 class BudgetPlan:

@@ -37,16 +37,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 from hypothesis import strategies as st
 
+from .automata.dfa import UNREACHABLE as _INF
+from .automata.dfa import distances_to_accept
 from .errors import GrammarError, TokenRejected
 from .grammar import CompiledGrammar, Grammar
 
 __all__ = ["Drawn", "Generator", "Stats", "accepts", "generator_for", "mutate"]
 
 Draw = Callable[[st.SearchStrategy[Any]], Any]
-_INF = 1 << 40
 _WS = frozenset(b" \t\n\r\f\v")
 # shrink order of bytes: letters, digits, then the rest of printable ASCII, then everything else
 _ORDER = (b"abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ _-.,:;=+*/\"'\\"
@@ -102,7 +102,7 @@ class _DfaGen:
 
     def __init__(self, dfa: Any) -> None:
         self.dfa = dfa
-        self.dist = _completion_lengths(dfa)
+        self.dist = distances_to_accept(dfa.transitions, dfa.accepting)
         self.min_len = int(self.dist[dfa.start]) if dfa.start else _INF
         self._groups: dict[int, list[tuple[int, int, list[int]]]] = {}
 
@@ -169,22 +169,6 @@ def _pick(v: int, groups: list[tuple[int, int, list[int]]]) -> tuple[int, int, i
     lo, hi = (240, 256) if v >= 240 else (200, 240)
     g, b = pool[(v - lo) * len(pool) // (hi - lo)]
     return g[0], g[1], b
-
-
-def _completion_lengths(dfa: Any) -> Any:
-    """``dist[s]``: the length of the shortest word taking ``s`` to an accepting state (``_INF`` for
-    the dead state), by relaxation over the automaton's byte classes."""
-    classes, k = dfa.byte_classes()
-    reps = np.array([int(np.flatnonzero(classes == c)[0]) for c in range(k)])
-    t = dfa.transitions[:, reps]
-    dist = np.where(dfa.accepting, 0, _INF).astype(np.int64)
-    dist[0] = _INF
-    while True:
-        new = np.minimum(dist, dist[t].min(axis=1) + 1)
-        new[0] = _INF
-        if np.array_equal(new, dist):
-            return np.minimum(dist, _INF)
-        dist = new
 
 
 class _Source:

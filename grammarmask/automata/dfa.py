@@ -18,7 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["DFA", "minimize", "trim"]
+__all__ = ["DFA", "UNREACHABLE", "distances_to_accept", "minimize", "trim"]
+
+#: the distance of a state from which no accepting state can be reached (and of the dead state)
+UNREACHABLE = 1 << 40
 
 IntArray = npt.NDArray[np.int32]
 BoolArray = npt.NDArray[np.bool_]
@@ -330,3 +333,35 @@ def minimize_acyclic(
     new_acc = np.zeros(next_id, dtype=np.bool_)
     new_acc[1:] = final[rep_states]
     return DFA(new_t, new_acc, int(cls_of[start]))
+
+
+def distances_to_accept(
+    table: npt.NDArray[np.integer], accepting: npt.NDArray[np.bool_]
+) -> npt.NDArray[np.int64]:
+    """``dist[s]``: the length of the shortest word from state ``s`` of the transition ``table`` (dead
+    state 0) to an accepting state (:data:`UNREACHABLE`: none), by a breadth-first search backwards
+    over the edges (byte classes first, so the edge list stays small)."""
+    n = table.shape[0]
+    _, first = np.unique(table, axis=1, return_index=True)
+    t = table[:, np.sort(first)].astype(np.int64)
+    src = np.repeat(np.arange(n), t.shape[1])
+    dst = t.ravel()
+    live = dst != 0
+    src, dst = src[live], dst[live]
+    order = np.argsort(dst, kind="stable")
+    preds = src[order]
+    lo = np.searchsorted(dst[order], np.arange(n + 1))
+    dist = np.full(n, UNREACHABLE, dtype=np.int64)
+    todo = np.flatnonzero(np.asarray(accepting))
+    todo = todo[todo != 0]
+    dist[todo] = 0
+    level = 0
+    while todo.size:
+        level += 1
+        cnt = lo[todo + 1] - lo[todo]
+        idx = np.repeat(lo[todo] - np.cumsum(cnt) + cnt, cnt) + np.arange(int(cnt.sum()))
+        nxt = np.unique(preds[idx])
+        todo = nxt[dist[nxt] == UNREACHABLE]
+        dist[todo] = level
+    dist[0] = UNREACHABLE
+    return dist

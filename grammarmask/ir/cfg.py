@@ -13,10 +13,12 @@ recognizer has no use for them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import heapq
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..automata.dfa import UNREACHABLE
 from ..errors import GrammarError
 
 __all__ = ["Cfg", "Rule", "Terminal"]
@@ -89,6 +91,39 @@ class Cfg:
                 if missing[i] == 0:
                     ready.append(self.rules[i].lhs)
         return done
+
+    def shortest_derivations(self, terminal_cost: Sequence[int]) -> tuple[list[int], list[int]]:
+        """Per nonterminal: the cost of its cheapest derivation, each terminal ``t`` costing
+        ``terminal_cost[t]`` (:data:`~grammarmask.automata.dfa.UNREACHABLE`: none), and the rule that
+        starts it (-1: none). Knuth 1977's generalisation of Dijkstra: a rule is used only once all its
+        nonterminals are final, so following the rules from any nonterminal terminates."""
+        n = len(self.nonterminals)
+        cost = [UNREACHABLE] * n
+        rule_of = [-1] * n
+        waiting_on: list[list[int]] = [[] for _ in range(n)]
+        missing = []
+        partial = []
+        heap: list[tuple[int, int, int]] = []
+        for ri, r in enumerate(self.rules):
+            nts = [s for s in r.rhs if s >= 0]
+            missing.append(len(nts))
+            partial.append(min(UNREACHABLE, sum(terminal_cost[~s] for s in r.rhs if s < 0)))
+            for s in nts:
+                waiting_on[s].append(ri)
+            if not nts:
+                heap.append((partial[ri], r.lhs, ri))
+        heapq.heapify(heap)
+        while heap:
+            c, x, ri = heapq.heappop(heap)
+            if rule_of[x] >= 0 or c >= UNREACHABLE:
+                continue
+            cost[x], rule_of[x] = c, ri
+            for rj in waiting_on[x]:
+                missing[rj] -= 1
+                partial[rj] = min(UNREACHABLE, partial[rj] + c)
+                if missing[rj] == 0:
+                    heapq.heappush(heap, (partial[rj], self.rules[rj].lhs, rj))
+        return cost, rule_of
 
     def _error(self, message: str, name: str) -> GrammarError:
         line, col = self.positions.get(name, (None, None))
