@@ -198,11 +198,9 @@ def _budgeted(budget: BudgetPlan, matcher: Any, mask: Mask, logits: Any, left: i
         rest = budget.fits(state, token, left - 1)
         if rest is not None:
             return token, st, int(first is not st), rest
-        words = mask.words.copy()
-        words[token >> 5] &= ~np.uint32(1 << (token & 31))
-        if not words.any():
+        mask = mask - Mask.from_token_ids([token], mask.size)
+        if not mask:
             break
-        mask = Mask(words, mask.size)
     planned = budget.next_token(matcher)
     if planned is None:  # the vocabulary cannot spell the plan: sample as without the option
         token, st = _sample(logits, mask, temperature, top_k, top_p, penalty, context, gen, want_stats=True)

@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from ..errors import GrammarError, TokenRejected
 from ..grammar import CompiledGrammar, Matcher
+from ..mask import Mask
 
 __all__ = ["GrammarLogitsProcessor"]
 
@@ -147,7 +148,7 @@ class GrammarLogitsProcessor:
         plan = BudgetPlan(self.compiled)
         if plan.at(m.state) is None:
             return
-        legal = np.flatnonzero(np.unpackbits(words[row].view(np.uint8), bitorder="little")[: self.vocab.size])
+        legal = Mask(words[row], self.vocab.size).token_ids()
         eos = self.vocab.eos_token_id
         row_scores = scores.detach().float().cpu().numpy()[legal]
         keep = [eos] if m.is_accepting() else []
@@ -161,9 +162,7 @@ class GrammarLogitsProcessor:
             if t != eos and plan.fits(m.state, t, left - 1) is not None:
                 keep.append(t)
                 found += 1
-        words[row] = 0
-        for t in keep:
-            words[row, t >> 5] |= np.int32(np.uint32(1 << (t & 31)).view(np.int32))
+        words[row] = Mask.from_token_ids(keep, self.vocab.size).words.view(np.int32)
 
     def _advance_rows(self, keys: list[tuple[int, ...]]) -> dict[tuple[int, ...], Matcher]:
         distinct = list(dict.fromkeys(keys))
