@@ -1,4 +1,5 @@
-"""The flattened 2020-12 metaschema accepts exactly what jsonschema's own metaschema accepts."""
+"""The metaschema check gives jsonschema's verdict: the flattened 2020-12 metaschema and the
+fastjsonschema pre-check accept exactly what jsonschema's own metaschemas accept."""
 
 from __future__ import annotations
 
@@ -7,10 +8,15 @@ from typing import Any
 
 import jsonschema
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from grammarmask.frontends.jsonschema.metaschema import _flat_validator, flat_2020_12, metaschema_error
+from grammarmask.frontends.jsonschema.metaschema import fast_verdict, flat_2020_12, metaschema_error
 
-from .support_json_schema import SUITE
+from .support_json_schema import BENCH, SUITE
+
+DRAFTS = [jsonschema.Draft4Validator, jsonschema.Draft6Validator, jsonschema.Draft7Validator,
+          jsonschema.Draft202012Validator]
 
 BROKEN: list[Any] = [
     {"type": 5}, {"properties": {"a": {"minLength": "x"}}}, {"items": {"anyOf": [{"required": [1]}]}},
@@ -40,7 +46,8 @@ def test_broken_schemas_get_the_original_error(schema: Any) -> None:
         jsonschema.Draft202012Validator(jsonschema.Draft202012Validator.META_SCHEMA).iter_errors(schema)
     )
     assert original is not None
-    assert not _flat_validator().is_valid(schema)
+    assert not jsonschema.Draft202012Validator(flat_2020_12()).is_valid(schema)
+    assert fast_verdict(schema, jsonschema.Draft202012Validator) is False
     err = metaschema_error(schema, jsonschema.Draft202012Validator)
     assert err is not None and err.message == original.message and list(err.path) == list(original.path)
 
@@ -49,5 +56,50 @@ def test_same_verdict_as_the_original_on_the_test_suite() -> None:
     original = jsonschema.Draft202012Validator(jsonschema.Draft202012Validator.META_SCHEMA)
     schemas = _suite_schemas()
     assert len(schemas) > 300
+    flat = jsonschema.Draft202012Validator(flat_2020_12())
     for s in schemas:
-        assert _flat_validator().is_valid(s) == original.is_valid(s), json.dumps(s)[:200]
+        assert flat.is_valid(s) == original.is_valid(s), json.dumps(s)[:200]
+        assert fast_verdict(s, jsonschema.Draft202012Validator) == original.is_valid(s), json.dumps(s)[:200]
+
+
+def test_the_pre_check_agrees_on_jsonschemabench_and_the_draft7_suite() -> None:
+    seen = 0
+    files = sorted(BENCH.glob("*/*.json")) + sorted((SUITE.parent / "draft7").glob("*.json"))
+    for f in files:
+        data = json.loads(f.read_text())
+        schemas = [g["schema"] for g in data] if isinstance(data, list) else [data.get("schema", data)]
+        for s in schemas:
+            cls = jsonschema.validators.validator_for(s, default=jsonschema.Draft202012Validator)
+            verdict = fast_verdict(s, cls)
+            if verdict is None:
+                continue
+            seen += 1
+            assert verdict == cls(cls.META_SCHEMA).is_valid(s), f"{f.name}: {json.dumps(s)[:200]}"
+    assert seen > 500
+
+
+_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2, 3), st.sampled_from([1.5, 2.0, -0.5]),
+                    st.sampled_from(["", "string", "integer", "x", "^a", "#/$defs/a", "a#b", "1x"]))
+_KEYWORDS = ["type", "minLength", "maxLength", "minimum", "exclusiveMaximum", "multipleOf", "required",
+             "enum", "const", "pattern", "$ref", "$id", "id", "$anchor", "items", "prefixItems",
+             "properties", "additionalProperties", "allOf", "anyOf", "not", "dependencies",
+             "dependentRequired", "minItems", "uniqueItems", "format", "$defs", "definitions",
+             "contains", "maxContains", "if", "title", "default"]
+_KEYS = st.sampled_from(_KEYWORDS)
+_NAMES = st.sampled_from(["a", "b", "$ref"])  # property names, "$ref" among them
+
+
+def _nested(inner: Any) -> Any:
+    members = st.one_of(_VALUES, inner)
+    value = st.one_of(members, st.lists(members, max_size=3), st.dictionaries(_NAMES, members, max_size=2))
+    return st.one_of(st.dictionaries(_KEYS, value, max_size=4), st.booleans())
+
+
+_SCHEMAS = st.recursive(st.dictionaries(_KEYS, _VALUES, max_size=3), _nested, max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(schema=_SCHEMAS, cls=st.sampled_from(DRAFTS))
+def test_the_pre_check_gives_jsonschemas_verdict_on_random_schemas(schema: Any, cls: Any) -> None:
+    """fastjsonschema's *yes* is trusted: it must never accept what jsonschema rejects."""
+    assert fast_verdict(schema, cls) == cls(cls.META_SCHEMA).is_valid(schema), json.dumps(schema)
