@@ -81,6 +81,9 @@ class _Composite(Grammar):
     def cache_key(self) -> Hashable | None:
         return _parts_key(self.parts)
 
+    def special_tokens(self) -> frozenset[str | int]:
+        return frozenset().union(*(p.special_tokens() for p in self.parts))
+
     def to_dfa(self) -> Any:
         dfas = _dfas(self.parts)
         if dfas is None:

@@ -53,6 +53,10 @@ class Grammar(ABC):
         """A content key: grammars with equal keys compile to interchangeable results (None: no caching)."""
         return None
 
+    def special_tokens(self) -> frozenset[str | int]:
+        """The special tokens the grammar names (names or ids; :mod:`grammarmask.special_tokens`)."""
+        return frozenset()
+
     def compile(
         self, vocab: Vocabulary, *, limits: Limits | None = None, engine: str | None = None
     ) -> CompiledGrammar:
@@ -70,6 +74,11 @@ class Grammar(ABC):
         if not isinstance(vocab, Vocabulary):
             raise GrammarError(f"compile() needs a grammarmask.Vocabulary, got {type(vocab).__name__}")
         name = resolve_engine(engine)
+        refs = self.special_tokens()
+        if refs:  # compiled against the vocabulary with its special tokens spelled
+            from .special_tokens import special_view
+
+            vocab = special_view(vocab, refs, where=repr(self))
         with in_force(limits) as lim, engine_in_use(name):
             key = self.cache_key()
             if key is None:
@@ -210,7 +219,8 @@ def ensure_compiled(grammar: Grammar | CompiledGrammar, vocab: Vocabulary, *, ca
         Neither a Grammar nor a CompiledGrammar, or compiled for a different vocabulary.
     """
     if isinstance(grammar, CompiledGrammar):
-        if grammar.vocab is not vocab and grammar.vocab.fingerprint != vocab.fingerprint:
+        mine = grammar.vocab.base or grammar.vocab  # a grammar naming special tokens: its view's base
+        if mine is not vocab and mine.fingerprint != vocab.fingerprint:
             raise GrammarError("the grammar was compiled for a different vocabulary than the one given")
         return grammar
     if isinstance(grammar, Grammar):

@@ -63,11 +63,14 @@ def from_mistral(cls: type[Vocabulary], tokenizer: Any, *, size: int | None = No
     if hasattr(tok, "id_to_byte_piece") and hasattr(tok, "num_special_tokens"):  # tekken
         specials = set(range(tok.num_special_tokens))
         pieces = [b"" if i in specials else tok.id_to_byte_piece(i) for i in range(n)]
+        names = {i: str(tok.id_to_piece(i)) for i in specials}
         name = "tekken"
     else:  # sentencepiece
         pieces, specials = _sentencepiece_pieces(tok._model)
+        names = _sentencepiece_names(tok._model, specials)
         name = "sentencepiece"
-    vocab = cls(pieces, eos_token_id=tok.eos_id, special_token_ids=specials, size=size)
+    vocab = cls(pieces, eos_token_id=tok.eos_id, special_token_ids=specials, size=size,
+                special_token_names=names)
     vocab.name = name
     return vocab
 
@@ -89,7 +92,8 @@ def from_sentencepiece(cls: type[Vocabulary], processor: Any, *, size: int | Non
     eos = int(processor.eos_id())
     if eos < 0:
         raise GrammarError("the sentencepiece model has no EOS piece (eos_id() is -1)")
-    vocab = cls(pieces, eos_token_id=eos, special_token_ids=specials, size=size)
+    vocab = cls(pieces, eos_token_id=eos, special_token_ids=specials, size=size,
+                special_token_names=_sentencepiece_names(processor, specials))
     vocab.name = "sentencepiece"
     return vocab
 
@@ -110,6 +114,12 @@ def _sentencepiece_pieces(sp: Any) -> tuple[list[bytes], set[int]]:
         else:
             pieces.append(piece.replace("\u2581", " ").encode("utf-8"))
     return pieces, specials
+
+
+def _sentencepiece_names(sp: Any, specials: set[int]) -> dict[int, str]:
+    """The control and unknown pieces' names (``<s>``, ``</s>``, ``<unk>``; unused pieces have none)."""
+    unused = getattr(sp, "is_unused", lambda i: False)
+    return {i: str(sp.id_to_piece(i)) for i in sorted(specials) if not unused(i) and sp.id_to_piece(i)}
 
 
 def _is_byte_piece(piece: str) -> bool:
@@ -151,7 +161,8 @@ def from_tiktoken(
                 f"the tiktoken encoding {getattr(encoding, 'name', '?')!r} has no <|endoftext|> token "
                 f"(special tokens: {names}): pass eos_token_id"
             )
-    vocab = cls(pieces, eos_token_id=eos_token_id, special_token_ids=specials, size=size)
+    vocab = cls(pieces, eos_token_id=eos_token_id, special_token_ids=specials, size=size,
+                special_token_names={i: name for name, i in special_map.items()})
     vocab.name = str(getattr(encoding, "name", "tiktoken"))
     return vocab
 
@@ -236,9 +247,14 @@ def from_hf(
         specials.add(int(unk_id))
     if hf is not None:
         specials |= {int(i) for i in hf.all_special_ids if i is not None}
+    names = {i: str(t.content) for i, t in added.items() if t.special and t.content}
+    for i in specials - set(names):
+        name = backend.id_to_token(i)
+        if name:
+            names[i] = str(name)
     specials |= {i for i, b in enumerate(pieces) if not b}  # gaps in the id space
     eos = _hf_eos(hf, backend, specials, eos_token_id)
-    vocab = cls(pieces, eos_token_id=eos, special_token_ids=specials, size=size)
+    vocab = cls(pieces, eos_token_id=eos, special_token_ids=specials, size=size, special_token_names=names)
     vocab.name = str(getattr(hf, "name_or_path", "") or "hf")
     return vocab
 
@@ -314,10 +330,17 @@ def _from_hf_slow(
         if special:
             specials.add(i)
     specials |= {int(i) for i in tok.all_special_ids if i is not None}
+    names: dict[int, str] = {}
+    for i in sorted(specials):
+        with contextlib.suppress(Exception):  # a slow tokenizer may not know an id
+            name = tok.convert_ids_to_tokens(i)
+            if isinstance(name, str) and name:
+                names[i] = name
     specials |= {i for i, b in enumerate(pieces) if not b}
     eos = eos_token_id if eos_token_id is not None else tok.eos_token_id
     if eos is None:
         raise GrammarError("the tokenizer has no EOS token (eos_token_id is None): pass eos_token_id")
-    vocab = cls(pieces, eos_token_id=int(eos), special_token_ids=specials, size=size)
+    vocab = cls(pieces, eos_token_id=int(eos), special_token_ids=specials, size=size,
+                special_token_names=names)
     vocab.name = str(getattr(tok, "name_or_path", "") or "hf")
     return vocab

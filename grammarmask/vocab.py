@@ -12,7 +12,7 @@ arrays so that automata can walk the whole vocabulary level by level, vectorised
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -23,10 +23,21 @@ import numpy.typing as npt
 from ._args import as_int, as_int_list
 from .errors import GrammarError
 
-__all__ = ["TokenTrie", "Vocabulary"]
+__all__ = ["TokenTrie", "Vocabulary", "special_spelling"]
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
+
+SPECIAL_START = 0xFF  # bytes that never occur in UTF-8 text: a special token's spelling inside the engines
+SPECIAL_END = 0xFE
+
+
+def special_spelling(name: str) -> bytes:
+    """The bytes that stand for the special token ``name`` inside the engines: ``0xFF``, the name's
+    UTF-8, ``0xFE``. No UTF-8 text contains either byte, so no text grammar matches a spelling, no
+    spelling is a prefix of another, and a grammar that names the token matches exactly its spelling
+    (see :mod:`grammarmask.special_tokens`)."""
+    return bytes([SPECIAL_START]) + name.encode("utf-8") + bytes([SPECIAL_END])
 
 
 @dataclass(frozen=True, eq=False)
@@ -174,7 +185,12 @@ class Vocabulary:
     eos_token_id
         The end-of-sequence id: legal exactly when the output so far is in the grammar's language.
     special_token_ids
-        Control tokens (BOS, padding, tool-call markers, ...): never legal. EOS is added.
+        Control tokens (BOS, padding, tool-call markers, ...): never legal unless a grammar names
+        them. EOS is added.
+    special_token_names
+        The special tokens' names (id -> name, e.g. ``{5: "<tool_call>"}``), which grammars use to
+        name them (:class:`~grammarmask.SpecialToken`, ``<tool_call>`` in Lark and GBNF). The loaders
+        record them.
     size
         The model's vocabulary size, at least ``len(token_bytes)``; ids past the tokenizer's are
         padding, never legal.
@@ -195,6 +211,7 @@ class Vocabulary:
         special_token_ids: Iterable[int] = (),
         size: int | None = None,
         name: str = "",
+        special_token_names: Mapping[int, str] | None = None,
     ) -> None:
         tokens = tuple(token_bytes)
         for i, b in enumerate(tokens):
@@ -218,6 +235,9 @@ class Vocabulary:
         self.eos_token_id = eos
         self.special_ids = specials
         self.name = name
+        self.special_token_names: dict[int, str] = _check_names(special_token_names, size)
+        # the vocabulary this one spells special tokens for (grammarmask.special_tokens), else None
+        self.base: Vocabulary | None = None
 
     def __repr__(self) -> str:
         label = f" {self.name!r}" if self.name else ""
@@ -241,16 +261,40 @@ class Vocabulary:
         """A content hash: equal vocabularies share compiled grammars."""
         h = hashlib.blake2b(digest_size=16)
         h.update(f"{self.size}:{self.eos_token_id}:{sorted(self.special_ids)}".encode())
+        h.update(repr(sorted(self.special_token_names.items())).encode())
         for b in self.token_bytes:
             h.update(len(b).to_bytes(2, "little"))
             h.update(b)
         return h.hexdigest()
 
-    def decode(self, token_ids: Iterable[int]) -> bytes:
-        """The bytes of a token sequence (special tokens contribute nothing)."""
+    def decode(self, token_ids: Iterable[int], *, special_tokens: bool = False) -> bytes:
+        """The bytes of a token sequence. Special tokens contribute nothing, or their names' UTF-8
+        with ``special_tokens=True`` (``b"<tool_call>"``)."""
+        if self.base is not None:
+            return self.base.decode(token_ids, special_tokens=special_tokens)
         tb = self.token_bytes
         n = len(tb)
-        return b"".join(tb[i] if i < n else b"" for i in token_ids)
+        if not special_tokens:
+            return b"".join(tb[i] if i < n else b"" for i in token_ids)
+        names = self.special_token_names
+        return b"".join(
+            names[i].encode() if i in names else tb[i] if i < n else b"" for i in token_ids
+        )
+
+    def special_token_id(self, name: str) -> int:
+        """The id of the special token named ``name`` (the lowest, if several share it).
+
+        Raises
+        ------
+        GrammarError
+            No special token has that name (the message lists close names).
+        """
+        for i, n in sorted(self.special_token_names.items()):
+            if n == name:
+                return i
+        from .special_tokens import unknown_name
+
+        raise unknown_name(self, name, where="Vocabulary.special_token_id")
 
     # --- loaders (implementations in grammarmask.loaders) -------------------------------------
 
@@ -262,9 +306,11 @@ class Vocabulary:
         eos_token_id: int | None,
         special_token_ids: Iterable[int] = (),
         size: int | None = None,
+        special_token_names: Mapping[int, str] | None = None,
     ) -> Vocabulary:
         """A vocabulary from a list of token byte strings (index = id)."""
-        return cls(tokens, eos_token_id=eos_token_id, special_token_ids=special_token_ids, size=size)
+        return cls(tokens, eos_token_id=eos_token_id, special_token_ids=special_token_ids, size=size,
+                   special_token_names=special_token_names)
 
     @classmethod
     def from_mistral(cls, tokenizer: Any = "tekken", *, size: int | None = None) -> Vocabulary:
@@ -299,3 +345,23 @@ class Vocabulary:
         from . import loaders
 
         return loaders.from_sentencepiece(cls, processor, size=size)
+
+
+def _check_names(names: Mapping[int, str] | None, size: int) -> dict[int, str]:
+    if names is None:
+        return {}
+    if not isinstance(names, Mapping):
+        raise GrammarError(
+            f"Vocabulary: special_token_names must map ids to names, got {type(names).__name__}"
+        )
+    out: dict[int, str] = {}
+    for i, name in names.items():
+        t = as_int(i, "Vocabulary: special_token_names id")
+        if not 0 <= t < size:
+            raise GrammarError(
+                f"Vocabulary: special_token_names names id {t}, outside the vocabulary (size {size})"
+            )
+        if not isinstance(name, str) or not name:
+            raise GrammarError(f"Vocabulary: special_token_names[{t}] must be a non-empty str, got {name!r}")
+        out[t] = name
+    return out

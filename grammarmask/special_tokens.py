@@ -1,0 +1,150 @@
+"""Special tokens in grammars: how a grammar names a control token (``<tool_call>``,
+``<|python_tag|>``) so that it is legal exactly where the grammar says.
+
+Inside the engines a named special token is a byte string no text can contain: ``0xFF``, its name's
+UTF-8, ``0xFE`` (:func:`grammarmask.vocab.special_spelling`). A grammar that names the token matches
+that spelling as a literal; every other grammar matches only UTF-8 text, so the token stays illegal
+there. When a grammar names special tokens, :meth:`Grammar.compile` compiles it against
+:func:`special_view` of the vocabulary: the same ids and size, with every named special token (EOS
+aside) given its spelling, and the few normal tokens whose bytes contain ``0xFF`` (never legal in
+UTF-8 text anyway) left out, so that no normal token can spell part of a special one. Every engine,
+the oracle and composition then work unchanged; vocabularies and grammars that name no special token
+are untouched.
+
+References are names (``"<tool_call>"``, exactly as the tokenizer spells them: tekken's
+``"[TOOL_CALLS]"``) or ids; an unknown name, an id that is not a named special token, or the EOS
+token (legal exactly where the grammar is complete, never named) is a :class:`GrammarError` naming
+the reference and the grammar.
+
+Syntax in grammar text (Lark and GBNF, as llguidance and llama.cpp write it): ``<name>`` outside
+strings, regexes and comments names the special token ``<name>``; ``<[NAME]>`` names ``[NAME]``;
+``<[123]>`` names token id 123.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from .cache import per_vocabulary
+from .errors import GrammarError
+from .vocab import SPECIAL_START, Vocabulary, special_spelling
+
+if TYPE_CHECKING:
+    from .automata import DFA
+
+__all__ = ["Ref", "parse_ref", "resolve", "special_view", "spelling_dfa", "unknown_name"]
+
+Ref = str | int  # a special token's name, or its id
+
+# <name> as llguidance/llama.cpp write it: no whitespace or angle brackets inside
+REF_PATTERN = re.compile(r"<(\[[^\s<>\[\]]+\]|[^\s<>]+)>")
+
+
+def parse_ref(text: str) -> Ref:
+    """``"<tool_call>"`` -> ``"<tool_call>"``; ``"<[TOOL_CALLS]>"`` -> ``"[TOOL_CALLS]"``;
+    ``"<[12]>"`` -> ``12`` (the text of one :data:`REF_PATTERN` match)."""
+    inner = text[1:-1]
+    if inner.startswith("[") and inner.endswith("]"):
+        body = inner[1:-1]
+        return int(body) if body.isdigit() else inner
+    return text
+
+
+def unknown_name(vocab: Vocabulary, name: str, *, where: str) -> GrammarError:
+    """The error for a name no special token of ``vocab`` has, with the closest names."""
+    names = sorted(set(vocab.special_token_names.values()))
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    bare = name.strip("<>[]|")
+    close += [n for n in names if n.strip("<>[]|") == bare and n not in close]
+    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    if not names:
+        hint = " (it records no special token names: use a from_* loader or pass special_token_names)"
+    return GrammarError(f"{where}: {name!r} is not a special token of {vocab!r}{hint}")
+
+
+def resolve(vocab: Vocabulary, ref: Ref, *, where: str) -> str:
+    """The name of the special token ``ref`` refers to in ``vocab``.
+
+    Raises
+    ------
+    GrammarError
+        An unknown name; an id outside the vocabulary, of a normal token, or of a special token with
+        no name; the EOS token.
+    """
+    base = vocab.base or vocab
+    names = base.special_token_names
+    if isinstance(ref, str):
+        ids = [i for i, n in names.items() if n == ref]
+        if not ids:
+            raise unknown_name(base, ref, where=where)
+        if ids == [base.eos_token_id]:
+            raise _eos_error(ref, where)
+        return ref
+    if not 0 <= ref < base.size:
+        raise GrammarError(f"{where}: token id {ref} is outside the vocabulary (size {base.size})")
+    if ref == base.eos_token_id:
+        raise _eos_error(f"<[{ref}]>", where)
+    if ref in names:
+        return names[ref]
+    if ref in base.special_ids:
+        raise GrammarError(f"{where}: token id {ref} is a special token with no name in {base!r}")
+    raise GrammarError(
+        f"{where}: token id {ref} is not a special token (it is the text "
+        f"{base.token_bytes[ref]!r}): write its text instead"
+    )
+
+
+def _eos_error(name: str, where: str) -> GrammarError:
+    return GrammarError(
+        f"{where}: {name} is the EOS token, which a grammar cannot name: EOS is legal exactly where "
+        "the output is complete"
+    )
+
+
+def special_view(vocab: Vocabulary, refs: Iterable[Ref], *, where: str) -> Vocabulary:
+    """``vocab`` with its named special tokens spelled (module docstring), after checking that every
+    reference in ``refs`` resolves (made once per vocabulary; a view is its own view).
+
+    Raises
+    ------
+    GrammarError
+        A reference does not resolve (see :func:`resolve`); ``where`` names the grammar.
+    """
+    base = vocab.base or vocab
+    for r in refs:
+        resolve(base, r, where=where)
+    if vocab.base is not None:
+        return vocab
+    return per_vocabulary(base, "special_tokens.view", lambda: _make_view(base))
+
+
+def _make_view(base: Vocabulary) -> Vocabulary:
+    tokens = list(base.token_bytes)
+    spelled = {i for i in base.special_token_names if i != base.eos_token_id}
+    for i, b in enumerate(tokens):
+        if SPECIAL_START in b:
+            tokens[i] = b""  # a normal token no UTF-8 text contains: never legal, and now never a prefix
+    gap = set(range(len(tokens), max(spelled, default=-1) + 1)) - spelled  # ids past the token list
+    tokens += [b""] * (max(spelled, default=-1) + 1 - len(tokens))
+    for i in spelled:
+        tokens[i] = special_spelling(base.special_token_names[i])
+    view = Vocabulary(
+        tokens,
+        eos_token_id=base.eos_token_id,
+        special_token_ids=(base.special_ids | gap) - spelled,
+        size=base.size,
+        name=base.name,
+        special_token_names=base.special_token_names,
+    )
+    view.base = base
+    return view
+
+
+def spelling_dfa(name: str) -> DFA:
+    """The byte DFA of the special token ``name``'s spelling."""
+    from .automata import literal_dfa
+
+    return literal_dfa(special_spelling(name))
