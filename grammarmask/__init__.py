@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from .frontends.json_schema import JsonSchema
     from .frontends.lark import Lark
     from .frontends.regex import Regex
+    from .frontends.special_token import SpecialToken
+    from .frontends.structural_tag import StructuralTag
     from .models import LogitsModel, RandomModel, ScriptedModel, UniformModel
     from .sampling import SequenceStats, StepStats, sample, sample_with_stats
     from .sequence import Sequence
@@ -54,6 +56,8 @@ _LAZY = {
     "Lark": ".frontends.lark",
     "Gbnf": ".frontends.gbnf",
     "JsonSchema": ".frontends.json_schema",
+    "SpecialToken": ".frontends.special_token",
+    "StructuralTag": ".frontends.structural_tag",
     "sample": ".sampling",
     "sample_with_stats": ".sampling",
     "StepStats": ".sampling",
@@ -97,7 +101,9 @@ __all__ = [
     "ScriptedModel",
     "Sequence",
     "SequenceStats",
+    "SpecialToken",
     "StepStats",
+    "StructuralTag",
     "TokenRejected",
     "UniformModel",
     "Union",

@@ -79,16 +79,25 @@ def byte_extended(vocab: Vocabulary) -> Vocabulary:
 
 class _SequenceCompiled(CompiledGrammar):
     """State: a frozenset of alternatives ``(i, s)``, closed under "part ``i`` is complete in ``s``,
-    so part ``i + 1`` may start" (``(i + 1, initial)`` is then in the set)."""
+    so part ``i + 1`` may start" (``(i + 1, initial)`` is then in the set).
+
+    ``graph`` generalises the chain to any graph of parts (loops, branches: structural tags use it):
+    ``(starts, following, final)`` says which parts may start the output, which may start when part
+    ``i`` is complete (``following[i]``), and whose completion completes the output. The default is
+    the chain ``0 -> 1 -> ... -> n-1``: ``((0,), ((1,), (2,), ..., ()), {n-1})``."""
 
     def __init__(
-        self, vocab: Vocabulary, ext: Vocabulary, parts: list[CompiledGrammar], dfas: list[Any]
+        self, vocab: Vocabulary, ext: Vocabulary, parts: list[CompiledGrammar], dfas: list[Any],
+        graph: tuple[tuple[int, ...], list[tuple[int, ...]], frozenset[int]] | None = None,
     ) -> None:
         self.vocab = vocab
         self.ext = ext
         self.parts = parts
         self.dfas = dfas
         self._n = len(parts)
+        if graph is None:
+            graph = ((0,), [(i + 1,) for i in range(self._n - 1)] + [()], frozenset({self._n - 1}))
+        self._starts, self._next, self._final = graph
         self._tail = _tail_words(vocab)
         self._cross: Lru[tuple[int, State], Words] = Lru(_CACHE_LIMIT)
         self._cand_cache: dict[int, _Node | None] = {}
@@ -100,11 +109,11 @@ class _SequenceCompiled(CompiledGrammar):
         stack = list(alts)
         while stack:
             i, s = stack.pop()
-            if i + 1 < self._n and self.parts[i].is_accepting_state(s):
-                nxt = (i + 1, self.parts[i + 1].initial_state())
-                if nxt not in alts:
-                    alts.add(nxt)
-                    stack.append(nxt)
+            if self._next[i] and self.parts[i].is_accepting_state(s):
+                for nxt in self._starts_after(i):
+                    if nxt not in alts:
+                        alts.add(nxt)
+                        stack.append(nxt)
         return frozenset(alts)
 
     def _step_byte(self, alts: frozenset[tuple[int, State]], byte: int) -> frozenset[tuple[int, State]]:
@@ -116,12 +125,14 @@ class _SequenceCompiled(CompiledGrammar):
                 out.add((i, n))
         return self._closure(out) if out else frozenset()
 
+    def _starts_after(self, i: int) -> list[tuple[int, State]]:
+        return [(j, self.parts[j].initial_state()) for j in self._next[i]]
+
     def initial_state(self) -> State:
-        return self._closure({(0, self.parts[0].initial_state())})
+        return self._closure({(j, self.parts[j].initial_state()) for j in self._starts})
 
     def is_accepting_state(self, state: State) -> bool:
-        last = self._n - 1
-        return any(i == last and self.parts[i].is_accepting_state(s) for i, s in state)
+        return any(i in self._final and self.parts[i].is_accepting_state(s) for i, s in state)
 
     def advance_state(self, state: State, token_id: int) -> State | None:
         data = self.vocab.token_bytes[token_id]
@@ -132,7 +143,7 @@ class _SequenceCompiled(CompiledGrammar):
             n = self.parts[i].advance_state(s, token_id)
             if n is not None:
                 out.add((i, n))
-            if i + 1 < self._n:
+            if self._next[i]:
                 out.update(self._crossing_ends(i, s, data))
         return self._closure(out) if out else None
 
@@ -147,7 +158,7 @@ class _SequenceCompiled(CompiledGrammar):
             if si is None:
                 break
             if part.is_accepting_state(si):
-                rest = self._closure({(i + 1, self.parts[i + 1].initial_state())})
+                rest = self._closure(set(self._starts_after(i)))
                 for b in data[k + 1 :]:
                     rest = self._step_byte(rest, b)
                     if not rest:
@@ -162,7 +173,7 @@ class _SequenceCompiled(CompiledGrammar):
         out = np.zeros(nw, np.uint32)
         for i, s in state:
             out |= self.parts[i].state_mask_words(s)[:nw]
-            if i + 1 < self._n:
+            if self._next[i]:
                 out |= self._crossing_words(i, s)
         out &= self._tail
         return out
@@ -178,7 +189,7 @@ class _SequenceCompiled(CompiledGrammar):
         trie = self.vocab.trie
         ends = self._end_nodes(i, s)
         legal = np.zeros(self.vocab.size, dtype=bool)
-        start = self._closure({(i + 1, self.parts[i + 1].initial_state())})
+        start = self._closure(set(self._starts_after(i)))
         for node in ends:
             stack = [(node, start)]
             while stack:
@@ -216,7 +227,7 @@ class _SequenceCompiled(CompiledGrammar):
         with self._lock:
             if i in self._cand_cache:
                 return self._cand_cache[i]
-        start = self._closure({(i + 1, self.parts[i + 1].initial_state())})
+        start = self._closure(set(self._starts_after(i)))
         first = {b for b in range(256) if self._step_byte(start, b)}
         after: dict[bytes, frozenset[tuple[int, State]]] = {}
         root: _Node = ({}, [])
@@ -293,7 +304,8 @@ class _SequenceCompiled(CompiledGrammar):
         forced = []
         for i, s in state:
             p = self.parts[i]
-            if p.is_accepting_state(s) and i + 1 < self._n and not p.state_mask_words(s).any():
+            if (p.is_accepting_state(s) and self._next[i] and i not in self._final
+                    and not p.state_mask_words(s).any()):
                 continue  # part i can only end here: the next part (in the set) decides
             forced.append(p.forced_bytes(s))
         return _common_prefix(forced)
