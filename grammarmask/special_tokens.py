@@ -148,3 +148,41 @@ def spelling_dfa(name: str) -> DFA:
     from .automata import literal_dfa
 
     return literal_dfa(special_spelling(name))
+
+
+PLACEHOLDER = "GRAMMARMASK_SPECIAL_{}"
+
+
+def rewrite_lark_refs(text: str) -> tuple[str, dict[str, Ref]]:
+    """Lark text with each special-token reference (``<name>``, ``<[NAME]>``, ``<[12]>`` outside
+    strings, regexes and ``//`` comments) replaced by a declared placeholder terminal; returns the new
+    text and placeholder -> reference. Text with no reference comes back unchanged."""
+    out: list[str] = []
+    refs: dict[str, Ref] = {}
+    seen: dict[Ref, str] = {}
+    i, n, last = 0, len(text), 0
+    while i < n:
+        c = text[i]
+        if c == '"' or (c == "/" and text[i + 1 : i + 2] != "/"):
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            i = j + 1
+        elif c == "/":  # a // comment
+            while i < n and text[i] != "\n":
+                i += 1
+        elif c == "<" and (m := REF_PATTERN.match(text, i)) is not None:
+            ref = parse_ref(m.group(0))
+            name = seen.get(ref)
+            if name is None:
+                name = seen[ref] = PLACEHOLDER.format(len(seen))
+                refs[name] = ref
+            out += [text[last:i], name]
+            i = last = m.end()
+        else:
+            i += 1
+    if not refs:
+        return text, {}
+    out.append(text[last:])
+    out.append("\n" + "".join(f"%declare {name}\n" for name in refs))
+    return "".join(out), refs

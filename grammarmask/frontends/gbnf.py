@@ -3,7 +3,8 @@
 Syntax (llama.cpp ``grammars/README.md``): ``name ::= alternatives``; ``|`` alternation; sequences;
 ``"literals"``; ``[...]`` / ``[^...]`` character classes with ranges; ``.`` any character; groups
 ``( )``; postfix ``* + ? {m} {m,} {m,n} {,n}``; escapes ``\\xXX \\uXXXX \\UXXXXXXXX \\t \\n \\r \\\\ \\"
-\\[ \\]``; ``#`` comments; rules may be used before they are defined; ``root`` is the start rule.
+\\[ \\]``; ``#`` comments; rules may be used before they are defined; ``root`` is the start rule;
+special tokens as llama.cpp writes them, ``<name>`` or ``<[id]>`` (:mod:`grammarmask.special_tokens`).
 Newlines end a sequence, except inside parentheses and after ``::=`` or ``|``.
 
 Semantics are llama.cpp's: every character is matched exactly, no implicit whitespace, no longest
@@ -14,8 +15,9 @@ becomes one non-greedy terminal, everything else becomes rules.
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 from .._args import read_grammar_file
@@ -24,6 +26,8 @@ from ..errors import BudgetExceeded, GrammarError
 from ..grammar import CompiledGrammar, Grammar
 from ..ir.builder import EMPTY, Expr, Lit, Pat, Ref, Rep, alt, build_cfg, seq
 from ..limits import active
+from ..special_tokens import REF_PATTERN, parse_ref, resolve, spelling_dfa
+from ..special_tokens import Ref as SpecialRef
 from ..vocab import Vocabulary
 
 __all__ = ["Gbnf"]
@@ -44,6 +48,8 @@ class _Parser:
         self.refs: list[tuple[str, int]] = []  # every rule reference and where it is
         self.depth = 0
         self.max_depth = active().grammar_nesting
+        self.specials: list[SpecialRef] = []  # special tokens named (<name>, <[id]>)
+        self.resolved: dict[SpecialRef, str] = {}  # their names in the vocabulary, once known
 
     def error(self, message: str, pos: int | None = None) -> GrammarError:
         p = self.pos if pos is None else pos
@@ -144,8 +150,16 @@ class _Parser:
                 self.pos = m.end()
                 node = Ref(m.group(0))
                 self.refs.append((m.group(0), start))
-            elif c == "<" or c == "!":
-                raise self.error(f"{c!r}: token references and other llama.cpp extensions are not supported")
+            elif c == "<" and (m := REF_PATTERN.match(t, self.pos)) is not None:
+                self.pos = m.end()
+                ref = parse_ref(m.group(0))
+                self.specials.append(ref)
+                name = self.resolved.get(ref, ref if isinstance(ref, str) else f"<[{ref}]>")
+                node = Pat(name, build=functools.partial(spelling_dfa, name), name=name, opaque=True)
+            elif c == "!":
+                raise self.error("'!': negated token references (!<token>) are not supported")
+            elif c == "<":
+                raise self.error("'<': expected a special token reference such as <name>, <[NAME]> or <[12]>")
             else:
                 break
             self.space(nested)
@@ -234,12 +248,16 @@ def _cls(c: str) -> str:
     return f"\\U{ord(c):08x}"
 
 
-def parse_gbnf(text: str, *, start: str = "root") -> tuple[dict[str, Expr], _Parser]:
+def parse_gbnf(
+    text: str, *, start: str = "root", resolved: Mapping[SpecialRef, str] | None = None
+) -> tuple[dict[str, Expr], _Parser]:
     """GBNF ``text`` as IR expressions (rule name -> body), and the parser (rule and reference
-    positions). Raises GrammarError for a syntax error, an undefined rule or a missing start rule."""
+    positions; ``resolved`` names special tokens given by id). Raises GrammarError for a syntax
+    error, an undefined rule or a missing start rule."""
     if not isinstance(text, str):
         raise GrammarError(f"GBNF grammar text must be str, got {type(text).__name__}")
     parser = _Parser(text)
+    parser.resolved = dict(resolved or {})
     rules = parser.parse()
     if start not in rules:
         raise GrammarError(f"the grammar has no {start!r} rule (the start rule)", line=1, column=1, text=text)
@@ -249,14 +267,18 @@ def parse_gbnf(text: str, *, start: str = "root") -> tuple[dict[str, Expr], _Par
     return rules, parser
 
 
-def gbnf_to_cfg(text: str, *, start: str = "root") -> Any:
-    """Parse GBNF ``text`` and lower it to a validated :class:`~grammarmask.ir.Cfg`."""
-    rules, parser = parse_gbnf(text, start=start)
+def gbnf_to_cfg(
+    text: str, *, start: str = "root", resolved: Mapping[SpecialRef, str] | None = None
+) -> tuple[Any, frozenset[SpecialRef]]:
+    """Parse GBNF ``text`` and lower it to a validated :class:`~grammarmask.ir.Cfg`; also returns the
+    special tokens it names (``<name>``, ``<[NAME]>``, ``<[id]>``; ids spelled as ``resolved`` says)."""
+    rules, parser = parse_gbnf(text, start=start, resolved=resolved)
     positions = {}
     for n, p in parser.rule_pos.items():
         err = parser.error("", p)
         positions[n] = (err.line or 1, err.column or 1)
-    return build_cfg(rules, start, scannerless=True, positions=positions, source=text)
+    cfg = build_cfg(rules, start, scannerless=True, positions=positions, source=text)
+    return cfg, frozenset(parser.specials)
 
 
 class Gbnf(Grammar):
@@ -271,7 +293,8 @@ class Gbnf(Grammar):
     def __init__(self, text: str, *, start: str = "root") -> None:
         self.text = text
         self.start = start
-        self.cfg = gbnf_to_cfg(text, start=start)
+        self.cfg, refs = gbnf_to_cfg(text, start=start)
+        self._refs: frozenset[SpecialRef] = refs
 
     @classmethod
     def from_file(cls, path: str, *, start: str = "root") -> Gbnf:
@@ -292,5 +315,13 @@ class Gbnf(Grammar):
     def cache_key(self) -> Hashable | None:
         return (self.text, self.start)
 
+    def special_tokens(self) -> frozenset[SpecialRef]:
+        return self._refs
+
     def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
-        return compile_cfg(self.cfg, vocab)
+        cfg = self.cfg
+        ids = [r for r in self._refs if isinstance(r, int)]
+        if ids:  # token ids: spelled by their names in vocab
+            names: dict[SpecialRef, str] = {r: resolve(vocab, r, where=repr(self)) for r in ids}
+            cfg, _ = gbnf_to_cfg(self.text, start=self.start, resolved=names)
+        return compile_cfg(cfg, vocab)

@@ -13,7 +13,7 @@ import functools
 import gc
 import os
 import re
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .._args import read_grammar_file
@@ -22,6 +22,8 @@ from ..errors import BudgetExceeded, GrammarError
 from ..grammar import CompiledGrammar, Grammar
 from ..ir.builder import EMPTY, Expr, Pat, Ref, alt, build_cfg, seq
 from ..limits import active
+from ..special_tokens import Ref as SpecialRef
+from ..special_tokens import resolve, rewrite_lark_refs, spelling_dfa
 from ..vocab import Vocabulary
 
 __all__ = ["Lark"]
@@ -157,8 +159,9 @@ def check_nesting(text: str) -> None:
 
 
 def lark_to_cfg(text: str, *, start: str = "start", source_path: str | None = None,
-                import_paths: Sequence[str] = ()) -> Any:
-    """Load ``text`` with lark and translate it to a validated :class:`~grammarmask.cfg.Cfg`."""
+                import_paths: Sequence[str] = (), specials: Mapping[str, str] | None = None) -> Any:
+    """Load ``text`` with lark and translate it to a validated :class:`~grammarmask.cfg.Cfg`;
+    ``specials`` maps declared terminals to the special tokens (names) they stand for."""
     from lark.exceptions import LarkError
     from lark.load_grammar import load_grammar
 
@@ -189,6 +192,9 @@ def lark_to_cfg(text: str, *, start: str = "start", source_path: str | None = No
 
     def terminal(name: str) -> Pat:
         pat = patterns.get(name)
+        if pat is None and specials and name in specials:
+            token = specials[name]
+            pat = patterns[name] = Pat(token, build=functools.partial(spelling_dfa, token), name=token)
         if pat is None:
             td = terms.get(name)
             if td is None:
@@ -259,7 +265,10 @@ class Lark(Grammar):
         self.start = start
         self.source_path = source_path
         self.import_paths = _import_paths(import_paths)
-        self.cfg = lark_to_cfg(text, start=start, source_path=source_path, import_paths=self.import_paths)
+        # special tokens (<name>, <[id]>): declared placeholder terminals, spelled by name; an id is
+        # spelled <[id]> until the vocabulary names it (_compile)
+        self._loaded, self._refs = rewrite_lark_refs(text)
+        self.cfg = self._cfg({k: _placeholder_name(r) for k, r in self._refs.items()})
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], *, start: str = "start") -> Lark:
@@ -281,5 +290,19 @@ class Lark(Grammar):
     def cache_key(self) -> Hashable | None:
         return (self.text, self.start, self.source_path, self.import_paths)
 
+    def special_tokens(self) -> frozenset[SpecialRef]:
+        return frozenset(self._refs.values())
+
+    def _cfg(self, specials: Mapping[str, str]) -> Any:
+        return lark_to_cfg(self._loaded, start=self.start, source_path=self.source_path,
+                           import_paths=self.import_paths, specials=specials)
+
     def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
-        return compile_cfg(self.cfg, vocab)
+        cfg = self.cfg
+        if any(isinstance(r, int) for r in self._refs.values()):  # token ids: their names in vocab
+            cfg = self._cfg({k: resolve(vocab, r, where=repr(self)) for k, r in self._refs.items()})
+        return compile_cfg(cfg, vocab)
+
+
+def _placeholder_name(ref: SpecialRef) -> str:
+    return ref if isinstance(ref, str) else f"<[{ref}]>"

@@ -64,11 +64,14 @@ class Lit(Expr):
 @dataclass(frozen=True, slots=True)
 class Pat(Expr):
     """The Python regex ``regex`` as a terminal; ``build()``, if given, returns its exact DFA;
-    ``name``, if given, names the terminal (patterns of different names stay different terminals)."""
+    ``name``, if given, names the terminal (patterns of different names stay different terminals);
+    ``opaque``: ``regex`` only labels it (a special token's spelling has no regex), so scannerless
+    lowering never merges it into a run of regular items."""
 
     regex: str
     build: Callable[[], Any] | None = field(default=None, compare=False, hash=False)
     name: str | None = None
+    opaque: bool = False
 
     def __str__(self) -> str:
         return "/" + _LARK_ESCAPE.sub(_lark_escape, self.regex) + "/"
@@ -354,7 +357,7 @@ def _regex_of(e: Expr, inline: Mapping[str, str]) -> str | None:
     if isinstance(e, Lit):
         return re.escape(e.text)
     if isinstance(e, Pat):
-        return e.regex
+        return None if e.opaque else e.regex
     if isinstance(e, Ref):
         return inline.get(e.name)
     if isinstance(e, Seq):
