@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from .frontends.gbnf import Gbnf
     from .frontends.json_schema import JsonSchema
     from .frontends.lark import Lark
+    from .frontends.reasoning import Reasoning
     from .frontends.regex import Regex
     from .frontends.special_token import SpecialToken
     from .frontends.structural_tag import StructuralTag
@@ -57,6 +58,7 @@ _LAZY = {
     "Gbnf": ".frontends.gbnf",
     "JsonSchema": ".frontends.json_schema",
     "SpecialToken": ".frontends.special_token",
+    "Reasoning": ".frontends.reasoning",
     "StructuralTag": ".frontends.structural_tag",
     "sample": ".sampling",
     "sample_with_stats": ".sampling",
@@ -97,6 +99,7 @@ __all__ = [
     "Matcher",
     "NoLegalContinuation",
     "RandomModel",
+    "Reasoning",
     "Regex",
     "ScriptedModel",
     "Sequence",

@@ -97,6 +97,14 @@ class Grammar(ABC):
         """The grammar as one byte DFA when it is regular and small, else None (used by ``&``)."""
         return None
 
+    def after(self, end: Any = "</think>", *, start: Any = None) -> Grammar:
+        """This grammar, applying only after the model's reasoning: free text up to ``end`` (text, or
+        a :class:`~grammarmask.SpecialToken`), then this grammar. Same as
+        ``gm.Reasoning(end, start=start) + self``."""
+        from .frontends.reasoning import Reasoning
+
+        return Reasoning(end, start=start) + self
+
     def __and__(self, other: Grammar) -> Grammar:
         if not isinstance(other, Grammar):
             return NotImplemented
