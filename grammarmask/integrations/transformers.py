@@ -215,3 +215,55 @@ class GrammarLogitsProcessor:
         legal = np.zeros((words.shape[0], width), dtype=np.bool_)
         legal[:, : bits.shape[1]] = bits
         return legal
+
+
+def cache_argument(model: Any) -> str:
+    """The name of the key-value cache in ``model.forward`` and its output: ``cache`` from transformers
+    5.24 on, ``past_key_values`` before (5.24 deprecates that name with a FutureWarning)."""
+    import inspect
+
+    forward = getattr(model, "forward", None)
+    params = inspect.signature(forward).parameters if forward is not None else {}
+    return "cache" if "cache" in params else "past_key_values"
+
+
+class HFModel:
+    """A Hugging Face causal LM as a :class:`~grammarmask.models.LogitsModel` for
+    :func:`grammarmask.generate`: ``model(token_ids)`` returns the next-token logits (float32 numpy).
+
+    It keeps the key-value cache of the last sequence it saw: a call whose ``token_ids`` extend that
+    sequence feeds only the new tokens (one, or several after jump-forward); any other sequence starts
+    a new cache. One instance serves one sequence at a time (not thread-safe).
+    """
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self._cache_arg = cache_argument(model)
+        self._ids: list[int] = []
+        self._past: Any = None
+        self.forward_calls = 0
+
+    def __repr__(self) -> str:
+        return f"<HFModel {type(self.model).__name__} cached={len(self._ids)}>"
+
+    def reset(self) -> None:
+        """Drop the cache."""
+        self._ids, self._past = [], None
+
+    def __call__(self, token_ids: Any) -> npt.NDArray[np.float32]:
+        import torch
+
+        ids = [int(t) for t in token_ids]
+        if not ids:
+            raise GrammarError("HFModel needs at least one token (a prompt or a BOS id)")
+        n = len(self._ids)
+        if self._past is None or n >= len(ids) or ids[:n] != self._ids:
+            self.reset()
+            n = 0
+        with torch.no_grad():
+            out = self.model(input_ids=torch.tensor([ids[n:]]), use_cache=True,
+                             **{self._cache_arg: self._past})
+        self.forward_calls += 1
+        self._past = getattr(out, self._cache_arg)
+        self._ids = ids
+        return np.asarray(out.logits[0, -1].float().numpy(), dtype=np.float32)
