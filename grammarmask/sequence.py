@@ -1,4 +1,4 @@
-"""Concatenation ``a + b``: the grammars one after another.
+"""Concatenation ``a + b`` and repetition ``g.repeat(min, max)``: grammars one after another.
 
 When every part is regular the sequence compiles to one DFA (:func:`grammarmask.automata.concat`).
 Otherwise the state is the *set* of alternatives ``(part index, part state)``, because where one part
@@ -12,19 +12,22 @@ end (vectorised over the trie when the part is regular), cached per alternative.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from ._args import as_int
 from .cache import Lru, per_vocabulary
-from .compose import _common_prefix, _Composite
+from .compose import _common_prefix, _Composite, _UnionCompiled
 from .engine import compile_dfa
-from .grammar import CompiledGrammar
+from .errors import GrammarError
+from .grammar import CompiledGrammar, Grammar
 from .mask import Mask
 from .vocab import Vocabulary
 
-__all__ = ["Sequence", "byte_extended"]
+__all__ = ["Repeat", "Sequence", "byte_extended"]
 
 Words = npt.NDArray[np.uint32]
 State = Any
@@ -50,16 +53,85 @@ class Sequence(_Composite):
 
     def _side_by_side(self, vocab: Vocabulary) -> CompiledGrammar:
         ext = byte_extended(vocab)
-        parts: list[CompiledGrammar] = []
-        dfas: list[Any] = []
-        for p in self.parts:
-            d = p.to_dfa()
-            if d is not None:
-                parts.append(compile_dfa(d, ext))  # state = DFA state, for the vectorised walk
-            else:
-                parts.append(p.compile(ext))
-            dfas.append(d)
-        return _SequenceCompiled(vocab, ext, parts, dfas)
+        compiled = [_part(p, ext) for p in self.parts]
+        return _SequenceCompiled(vocab, ext, [c for c, _ in compiled], [d for _, d in compiled])
+
+
+def _part(g: Grammar, ext: Vocabulary) -> tuple[CompiledGrammar, Any]:
+    """A part of a sequence compiled against the byte-extended vocabulary, and its DFA (None if it
+    is not regular): a regular part compiles to its DFA, whose state the vectorised walks read."""
+    d = g.to_dfa()
+    return (compile_dfa(d, ext) if d is not None else g.compile(ext)), d
+
+
+class Repeat(Grammar):
+    """``grammar`` between ``lo`` and ``hi`` times in a row (``hi`` None: no upper limit), as
+    ``g.repeat(lo, hi)`` writes it. Exact where one repetition's end is ambiguous or a token spans
+    two repetitions, as for ``+``.
+
+    A regular ``grammar`` gives one automaton when it is small enough; otherwise the repetitions run
+    as a sequence whose parts are the one compiled ``grammar`` (a chain of ``hi`` links, or ``lo``
+    links and a loop), so the cost of a step does not grow with the counts.
+
+    Examples
+    --------
+    >>> import grammarmask as gm
+    >>> row = gm.Regex(r"[0-9]+\n")
+    >>> table = row.repeat(1, 3)   # one to three lines of digits
+    """
+
+    def __init__(self, grammar: Grammar, lo: int = 0, hi: int | None = None) -> None:
+        if not isinstance(grammar, Grammar):
+            raise GrammarError(f"Repeat takes a grammar, got {type(grammar).__name__}")
+        lo = as_int(lo, "repeat: min")
+        hi = None if hi is None else as_int(hi, "repeat: max")
+        if lo < 0:
+            raise GrammarError(f"repeat: min must be at least 0, got {lo}")
+        if hi is not None and hi < max(lo, 1):
+            raise GrammarError(f"repeat: max must be at least 1 and at least min ({lo}), got {hi}")
+        self.grammar, self.lo, self.hi = grammar, lo, hi
+
+    def __repr__(self) -> str:
+        return f"{self.grammar!r}.repeat({self.lo}, {self.hi})"
+
+    def cache_key(self) -> Any:
+        key = self.grammar.cache_key()
+        return None if key is None else (type(self.grammar).__qualname__, key, self.lo, self.hi)
+
+    def special_tokens(self) -> frozenset[str | int]:
+        return self.grammar.special_tokens()
+
+    def to_dfa(self) -> Any:
+        d = self.grammar.to_dfa()
+        if d is None:
+            return None
+        from .automata import repeat
+
+        try:
+            return repeat(d, self.lo, self.hi)
+        except GrammarError:  # too many states: the repetitions run as a sequence instead
+            return None
+
+    def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
+        dfa = self.to_dfa()
+        if dfa is not None:
+            return compile_dfa(dfa, vocab)
+        ext = byte_extended(vocab)
+        part, d = _part(self.grammar, ext)
+        lo = max(self.lo, 1)  # "no repetition at all" is the empty part of the union below
+        n = lo if self.hi is None else self.hi
+        following = [(i + 1,) for i in range(n - 1)] + [(n - 1,) if self.hi is None else ()]
+        graph = ((0,), following, frozenset(range(lo - 1, n)))
+        # what follows repetition i is the grammar n-1-i more times (then the loop, if any); a token
+        # of at most `longest` bytes cannot tell `longest` or more repetitions from any more
+        longest = max(map(len, vocab.token_bytes), default=0)
+        chain = _SequenceCompiled(vocab, ext, [part] * n, [d] * n, graph,
+                                  same_after=lambda i: min(n - 1 - i, longest + 1))
+        if self.lo > 0:
+            return chain
+        from .automata import literal_dfa
+
+        return _UnionCompiled(vocab, [compile_dfa(literal_dfa(b""), vocab), chain])
 
 
 def byte_extended(vocab: Vocabulary) -> Vocabulary:
@@ -72,7 +144,10 @@ def byte_extended(vocab: Vocabulary) -> Vocabulary:
         n = len(vocab.token_bytes)
         tokens = [*vocab.token_bytes, *([b""] * (vocab.size - n)), *(bytes([b]) for b in range(256))]
         specials = set(vocab.special_ids) | set(range(n, vocab.size))
-        return Vocabulary(tokens, eos_token_id=vocab.eos_token_id, special_token_ids=specials)
+        ext = Vocabulary(tokens, eos_token_id=vocab.eos_token_id, special_token_ids=specials,
+                         special_token_names=vocab.special_token_names)
+        ext.base = vocab.base  # a view spelling special tokens stays one (grammarmask.special_tokens)
+        return ext
 
     return per_vocabulary(vocab, "sequence.byte_extended", make)
 
@@ -84,11 +159,16 @@ class _SequenceCompiled(CompiledGrammar):
     ``graph`` generalises the chain to any graph of parts (loops, branches: structural tags use it):
     ``(starts, following, final)`` says which parts may start the output, which may start when part
     ``i`` is complete (``following[i]``), and whose completion completes the output. The default is
-    the chain ``0 -> 1 -> ... -> n-1``: ``((0,), ((1,), (2,), ..., ()), {n-1})``."""
+    the chain ``0 -> 1 -> ... -> n-1``: ``((0,), ((1,), (2,), ..., ()), {n-1})``.
+
+    ``same_after(i)`` names a class of parts that are the same compiled part with the same language
+    after them as far as any token can see (their crossing tokens are then the same, and computed
+    once per class); by default every part is its own class."""
 
     def __init__(
         self, vocab: Vocabulary, ext: Vocabulary, parts: list[CompiledGrammar], dfas: list[Any],
         graph: tuple[tuple[int, ...], list[tuple[int, ...]], frozenset[int]] | None = None,
+        same_after: Callable[[int], int] | None = None,
     ) -> None:
         self.vocab = vocab
         self.ext = ext
@@ -99,8 +179,9 @@ class _SequenceCompiled(CompiledGrammar):
             graph = ((0,), [(i + 1,) for i in range(self._n - 1)] + [()], frozenset({self._n - 1}))
         self._starts, self._next, self._final = graph
         self._tail = _tail_words(vocab)
+        self._class_of = same_after or (lambda i: i)
         self._cross: Lru[tuple[int, State], Words] = Lru(_CACHE_LIMIT)
-        self._cand_cache: dict[int, _Node | None] = {}
+        self._cand_cache: dict[int, _Node | None] = {}  # by class of part
         self._lock = threading.Lock()
 
     # -- byte-level stepping of the parts (through the extended vocabulary's byte tokens) ----------
@@ -179,7 +260,7 @@ class _SequenceCompiled(CompiledGrammar):
         return out
 
     def _crossing_words(self, i: int, s: State) -> Words:
-        return self._cross.get_or_make((i, s), lambda: self._compute_crossing(i, s))
+        return self._cross.get_or_make((self._class_of(i), s), lambda: self._compute_crossing(i, s))
 
     def _compute_crossing(self, i: int, s: State) -> Words:
         """Tokens that leave part ``i`` (from ``s``) strictly inside their bytes and go on legally."""
@@ -225,8 +306,8 @@ class _SequenceCompiled(CompiledGrammar):
         (``(children by byte, token ids whose head ends here)``), or None when there are too many
         (then the whole token trie is walked instead)."""
         with self._lock:
-            if i in self._cand_cache:
-                return self._cand_cache[i]
+            if self._class_of(i) in self._cand_cache:
+                return self._cand_cache[self._class_of(i)]
         start = self._closure(set(self._starts_after(i)))
         first = {b for b in range(256) if self._step_byte(start, b)}
         after: dict[bytes, frozenset[tuple[int, State]]] = {}
@@ -249,7 +330,7 @@ class _SequenceCompiled(CompiledGrammar):
                 result = None
                 break
         with self._lock:
-            self._cand_cache[i] = result
+            self._cand_cache[self._class_of(i)] = result
         return result
 
     def _tail_viable(
