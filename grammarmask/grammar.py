@@ -126,6 +126,13 @@ class Grammar(ABC):
 
         return Sequence(self, other)
 
+    def repeat(self, min: int = 0, max: int | None = None) -> Grammar:  # noqa: A002 - the words users read
+        """This grammar ``min`` to ``max`` times in a row (``max`` None: any number of times);
+        see :class:`~grammarmask.sequence.Repeat`."""
+        from .sequence import Repeat
+
+        return Repeat(self, min, max)
+
 
 class CompiledGrammar(ABC):
     """A grammar bound to a vocabulary: immutable, thread-safe, shared by any number of matchers.

@@ -120,7 +120,8 @@ class Repeat(Grammar):
         part, d = _part(self.grammar, ext)
         lo = max(self.lo, 1)  # "no repetition at all" is the empty part of the union below
         n = lo if self.hi is None else self.hi
-        following = [(i + 1,) for i in range(n - 1)] + [(n - 1,) if self.hi is None else ()]
+        following: list[tuple[int, ...]] = [(i + 1,) for i in range(n - 1)]
+        following.append((n - 1,) if self.hi is None else ())
         graph = ((0,), following, frozenset(range(lo - 1, n)))
         # what follows repetition i is the grammar n-1-i more times (then the loop, if any); a token
         # of at most `longest` bytes cannot tell `longest` or more repetitions from any more

@@ -10,7 +10,17 @@ from __future__ import annotations
 from .dfa import DFA, minimize, trim
 from .lark_idioms import rewrite_lark_idioms
 from .nfa import NFA, determinize
-from .ops import add_dfa_to_nfa, concat, difference, empty_dfa, from_strings, literal_dfa, product, union
+from .ops import (
+    add_dfa_to_nfa,
+    concat,
+    difference,
+    empty_dfa,
+    from_strings,
+    literal_dfa,
+    product,
+    repeat,
+    union,
+)
 from .regex import DEFAULT_MAX_STATES, regex_to_dfa
 
 __all__ = [
@@ -26,6 +36,7 @@ __all__ = [
     "literal_dfa",
     "minimize",
     "product",
+    "repeat",
     "regex_to_dfa",
     "rewrite_lark_idioms",
     "trim",

@@ -180,3 +180,25 @@ def concat(a: DFA, b: DFA, *, max_states: int = DEFAULT_PRODUCT_STATES) -> DFA:
     add_dfa_to_nfa(nfa, a, start, mid)
     add_dfa_to_nfa(nfa, b, mid, end)
     return determinize(nfa, start, end, max_states=max_states)
+
+
+def repeat(a: DFA, lo: int, hi: int | None, *, max_states: int = DEFAULT_PRODUCT_STATES) -> DFA:
+    """``L(a){lo,hi}``: ``lo`` to ``hi`` words of ``L(a)`` one after another (``hi`` None: no limit).
+
+    Raises :class:`GrammarError` when the result needs more than ``max_states`` states (or its NFA,
+    one copy of ``a`` per repetition, more than the NFA allows).
+    """
+    nfa = NFA()
+    start = node = nfa.new_state()
+    end = nfa.new_state()
+    for i in range(lo if hi is None else hi):
+        if i >= lo:
+            nfa.add_eps(node, end)
+        nxt = nfa.new_state()
+        add_dfa_to_nfa(nfa, a, node, nxt)
+        node = nxt
+    if hi is None:  # a copy from the last node back to itself: any number more
+        add_dfa_to_nfa(nfa, a, node, node)
+    nfa.add_eps(node, end)
+    return determinize(nfa, start, end, max_states=max_states)
+
