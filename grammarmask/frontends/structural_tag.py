@@ -33,15 +33,14 @@ from ..compose import Union
 from ..engine import compile_dfa
 from ..errors import GrammarError
 from ..grammar import CompiledGrammar, Grammar
+from ..sequence import Repeat, _SequenceCompiled, byte_extended
 from ..sequence import Sequence as Concat
-from ..sequence import _SequenceCompiled, byte_extended
 from ..vocab import Vocabulary
 from .special_token import SpecialToken
 
 __all__ = ["StructuralTag", "Tag", "free_text"]
 
 Graph = tuple[tuple[int, ...], list[tuple[int, ...]], frozenset[int]]
-_MAX_REPEAT = 64  # copies a bounded "repeat" unrolls to
 
 
 class _Dfa(Grammar):
@@ -115,19 +114,9 @@ class _Graph(Grammar):
 
 def _loop(x: Grammar, lo: int, hi: int | None) -> Grammar:
     """``x`` repeated ``lo`` to ``hi`` times (None: unbounded)."""
-    if hi is not None and (hi < lo or hi > _MAX_REPEAT):
-        raise GrammarError(f"repeat: need 0 <= min <= max <= {_MAX_REPEAT} (or max = -1), got {lo}..{hi}")
-    if hi == 0:
-        return _EMPTY
-    n = max(lo, 1) if hi is None else hi
-    parts: list[Grammar] = [_EMPTY, *([x] * n)]
-    following: list[tuple[int, ...]] = [(), *[(i + 2,) for i in range(n - 1)], ()]
-    if hi is None:
-        following[n] = (n,)  # the last copy repeats
-    starts = (0, 1) if lo == 0 else (1,)
-    final = {0} if lo == 0 else set()
-    final |= set(range(max(lo, 1), n + 1))
-    return _Graph(parts, (starts, following, frozenset(final)), f"repeat({x!r}, {lo}, {hi})")
+    if hi is not None and hi < lo:
+        raise GrammarError(f"repeat: need min <= max (or max = -1), got {lo}..{hi}")
+    return _EMPTY if hi == 0 else Repeat(x, lo, hi)
 
 
 End = str | SpecialToken | Sequence[str]
