@@ -35,6 +35,7 @@ from .vocab import Vocabulary
 if TYPE_CHECKING:
     from .batch import allocate_masks, apply_token_bitmask_inplace, fill_masks
     from .beam import BeamHypothesis, beam_search
+    from .canonical import canonical
     from .compose import And, Union
     from .decoding import GenerationResult, generate
     from .frontends.choice import Choice
@@ -75,6 +76,7 @@ _LAZY = {
     "Sequence": ".sequence",
     "beam_search": ".beam",
     "BeamHypothesis": ".beam",
+    "canonical": ".canonical",
     "fill_masks": ".batch",
     "allocate_masks": ".batch",
     "apply_token_bitmask_inplace": ".batch",
@@ -115,6 +117,7 @@ __all__ = [
     "allocate_masks",
     "apply_token_bitmask_inplace",
     "beam_search",
+    "canonical",
     "fill_masks",
     "generate",
     "sample",
