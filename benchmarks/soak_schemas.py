@@ -1,0 +1,518 @@
+"""Soak: one process compiles many distinct JSONSchemaBench-like schemas on tekken, 20 steps each.
+
+    python benchmarks/soak_schemas.py [--count 10000] [--minutes M] [--llg-python /tmp/benchvenv/bin/python]
+
+The schemas are variants of the JSONSchemaBench sample in the shared corpus (only the sample schemas
+grammarmask's front end takes): variant ``i`` of a sample schema renames some property keys (and
+their ``required`` entries) with the suffix ``_i``, widens numeric and length bounds, appends a
+value to string enums and sets a title, so every schema is distinct and almost all are distinct
+grammars. They are written once to a JSON-lines file, and each engine runs them in its own process:
+
+- grammarmask (this checkout, native engine): ``JsonSchema(schema).compile(tekken)``, then up to 20
+  steps of ``fill_mask`` and ``advance`` on a random legal token (seeded by the schema's index);
+- llguidance (``--llg-python``, a venv with llguidance and numpy; tekken's token bytes are handed
+  over in a file, so that process never imports grammarmask): ``grammar_from_json_schema``, an
+  ``LLMatcher`` and the same 20-step walk.
+
+Every 100 schemas each process reports its RSS (``/proc/self/status``, VmRSS and VmHWM). The
+grammarmask process also checks every cache: each live ``grammarmask.cache.Lru`` within its entry and
+byte bounds, and the compiled-grammar cache of the vocabulary within
+``Limits.compiled_per_vocabulary``. ``--minutes`` stops an engine early (llguidance then runs the
+schemas grammarmask got through). Writes ``benchmarks/results/soak_schemas.{json,md}`` and, when
+matplotlib is importable (``--plot-python``), ``soak_schemas.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+CORPUS = Path(os.environ.get("GRAMMARMASK_CORPUS", ROOT.parent / "shared" / "corpus"))
+BENCH = CORPUS / "json_schema" / "jsonschemabench"
+STEPS = 20
+SCHEMA_SECONDS = 60
+BOUNDS_UP = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties")
+
+
+# ---- the schemas ------------------------------------------------------------------------------------
+
+
+def _mutate(node: Any, i: int, rng: random.Random) -> int:
+    """Vary ``node`` in place (renames, wider bounds, one more enum value); how many changes."""
+    changes = 0
+    stack = [node]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, list):
+            stack.extend(s)
+            continue
+        if not isinstance(s, dict):
+            continue
+        props = s.get("properties")
+        if isinstance(props, dict) and props and rng.random() < 0.5:
+            keys = list(props)
+            renamed = {k: f"{k}_{i}" for k in rng.sample(keys, max(1, len(keys) // 3))}
+            s["properties"] = {renamed.get(k, k): v for k, v in props.items()}
+            if isinstance(s.get("required"), list):
+                s["required"] = [renamed.get(k, k) if isinstance(k, str) else k for k in s["required"]]
+            changes += 1
+        for key in BOUNDS_UP:
+            v = s.get(key)
+            if type(v) is int and v >= 0 and rng.random() < 0.7:
+                s[key] = v + 1 + rng.randrange(3)
+                changes += 1
+        enum = s.get("enum")
+        if isinstance(enum, list) and enum and all(isinstance(x, str) for x in enum):
+            s["enum"] = [*enum, f"soak value {i}"]
+            changes += 1
+        for k, v in s.items():
+            if k not in ("enum", "const", "default", "examples", "required"):
+                stack.append(v)
+    return changes
+
+
+def variant(base: dict[str, Any], i: int) -> dict[str, Any]:
+    """Variant ``i`` of ``base`` (deterministic)."""
+    s = copy.deepcopy(base)
+    _mutate(s, i, random.Random(i))
+    s["title"] = f"soak schema {i}"
+    return s
+
+
+def _alarm(seconds: int) -> None:
+    def hit(signum: int, frame: Any) -> None:
+        raise TimeoutError(f"over {seconds} s")
+
+    signal.signal(signal.SIGALRM, hit)
+
+
+def usable_bases() -> list[dict[str, Any]]:
+    """The sample's object schemas whose variant 0 grammarmask's front end takes (to_lark) in 10 s."""
+    sys.path.insert(0, str(ROOT))
+    import grammarmask as gm
+
+    _alarm(10)
+    out = []
+    for f in sorted(BENCH.rglob("*.json")):
+        try:
+            base = json.loads(f.read_text())
+        except (ValueError, UnicodeDecodeError):
+            continue
+        if not isinstance(base, dict):
+            continue
+        try:
+            signal.alarm(10)
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                gm.JsonSchema(variant(base, 0)).to_lark()
+            out.append(base)
+        except Exception:  # noqa: BLE001 - a refused or slow sample schema is left out
+            pass
+        finally:
+            signal.alarm(0)
+    return out
+
+
+def write_schemas(path: Path, count: int) -> int:
+    bases = usable_bases()
+    seen = set()
+    with path.open("w") as fh:
+        for i in range(count):
+            s = variant(bases[i % len(bases)], i)
+            text = json.dumps(s, sort_keys=True)
+            assert text not in seen
+            seen.add(text)
+            fh.write(text + "\n")
+    return len(bases)
+
+
+# ---- the workers ------------------------------------------------------------------------------------
+
+
+def rss_mb() -> tuple[float, float]:
+    """(VmRSS, VmHWM) of this process in MB."""
+    got = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(("VmRSS:", "VmHWM:")):
+            got[line.split(":")[0]] = int(line.split()[1]) / 1024
+    return got["VmRSS"], got["VmHWM"]
+
+
+def _legal(words: Any, size: int) -> Any:
+    import numpy as np
+
+    bits = np.unpackbits(words.view(np.uint8), bitorder="little")[:size]
+    return np.flatnonzero(bits)
+
+
+def check_caches(vocab: Any) -> dict[str, Any]:
+    """Every live Lru within its bounds, and the vocabulary's compiled-grammar cache within its limit."""
+    import gc
+
+    import grammarmask as gm
+    from grammarmask import cache
+
+    lrus = [o for o in gc.get_objects() if type(o) is cache.Lru]
+    over = [
+        (o.limit, len(o), o.max_bytes, o.nbytes)
+        for o in lrus
+        if len(o) > o.limit or (o.max_bytes is not None and o.nbytes > o.max_bytes and len(o) > 1)
+    ]
+    store = cache._STORES.get(vocab, {})
+    compiled = store.get("compiled")
+    limit = gm.Limits().compiled_per_vocabulary
+    return {
+        "lrus": len(lrus),
+        "lru_entries": sum(len(o) for o in lrus),
+        "lru_bytes": sum(o.nbytes for o in lrus),
+        "over_bound": len(over) + (compiled is not None and len(compiled) > limit),
+        "compiled_cached": len(compiled) if compiled is not None else 0,
+    }
+
+
+def worker_grammarmask(schemas: Path, count: int, seconds: float, every: int) -> None:
+    sys.path.insert(0, str(ROOT))
+    import numpy as np
+
+    import grammarmask as gm
+
+    t_start = time.monotonic()
+    vocab = gm.Vocabulary.from_mistral("tekken")
+    words = np.zeros((1, (vocab.size + 31) // 32), dtype=np.int32)
+    eos = vocab.eos_token_id
+    _alarm(SCHEMA_SECONDS)
+    done = refused = steps = 0
+    warnings.simplefilter("ignore")
+    print(json.dumps({"n": 0, "rss": rss_mb(), "t": 0.0, **check_caches(vocab)}), flush=True)
+    with schemas.open() as fh:
+        for i, line in enumerate(fh):
+            if i >= count or time.monotonic() - t_start > seconds:
+                break
+            rng = random.Random(i)
+            signal.alarm(SCHEMA_SECONDS)
+            try:
+                m = gm.JsonSchema(json.loads(line)).compile(vocab).matcher()
+                for _ in range(STEPS):
+                    m.fill_mask(words, 0)
+                    legal = [t for t in _legal(words[0], vocab.size) if t != eos]
+                    if not legal:
+                        break
+                    m.advance(int(rng.choice(legal)))
+                    steps += 1
+            except Exception as e:  # noqa: BLE001 - a refusal or a timeout is counted, not fatal
+                refused += 1
+                if refused <= 20:
+                    print(json.dumps({"error": f"{i}: {type(e).__name__}: {str(e)[:160]}"}), flush=True)
+            finally:
+                signal.alarm(0)
+            done += 1
+            if done % every == 0:
+                print(
+                    json.dumps(
+                        {
+                            "n": done,
+                            "rss": rss_mb(),
+                            "t": time.monotonic() - t_start,
+                            "refused": refused,
+                            "steps": steps,
+                            **check_caches(vocab),
+                        }
+                    ),
+                    flush=True,
+                )
+    print(
+        json.dumps(
+            {
+                "final": done,
+                "refused": refused,
+                "steps": steps,
+                "rss": rss_mb(),
+                "t": time.monotonic() - t_start,
+            }
+        ),
+        flush=True,
+    )
+
+
+def worker_llguidance(schemas: Path, count: int, seconds: float, every: int, vocab_file: Path) -> None:
+    import llguidance as llg
+    import numpy as np
+
+    t_start = time.monotonic()
+    spec = json.loads(vocab_file.read_text())
+    tokens = [bytes.fromhex(h) for h in spec["tokens"]]
+    eos, specials = spec["eos"], set(spec["specials"]) | {spec["eos"]}
+
+    class Tok:  # llguidance.TokenizerWrapper's duck type (as benchmarks/engines/llguidance.py)
+        def __init__(self, tokens: list[bytes]) -> None:
+            self.tokens = [b"\xff[special_%d]" % i if i in specials else b for i, b in enumerate(tokens)]
+            self.eos_token_id = eos
+            self.bos_token_id = None
+            self.special_token_ids = sorted(specials)
+
+            self.by_bytes = {b: i for i, b in enumerate(tokens) if i not in specials and b}
+
+        def __call__(self, s: bytes | str) -> list[int]:  # greedy longest match (forced bytes only)
+            data = s.encode() if isinstance(s, str) else s
+            out, i = [], 0
+            while i < len(data):
+                for j in range(min(len(data), i + 32), i, -1):
+                    t = self.by_bytes.get(data[i:j])
+                    if t is not None:
+                        out.append(t)
+                        i = j
+                        break
+                else:
+                    i += 1
+            return out
+
+    tok = llg.LLTokenizer(llg.TokenizerWrapper(Tok(tokens)), n_vocab=len(tokens))
+    del tokens
+    words = np.zeros((1, (len(spec["tokens"]) + 31) // 32), dtype=np.int32)
+    size = len(spec["tokens"])
+    del spec
+    _alarm(SCHEMA_SECONDS)
+    done = refused = steps = 0
+    print(json.dumps({"n": 0, "rss": rss_mb(), "t": 0.0}), flush=True)
+    with schemas.open() as fh:
+        for i, line in enumerate(fh):
+            if i >= count or time.monotonic() - t_start > seconds:
+                break
+            rng = random.Random(i)
+            signal.alarm(SCHEMA_SECONDS)
+            try:
+                grammar = llg.LLMatcher.grammar_from_json_schema(line)
+                is_err, msgs = llg.LLMatcher.validate_grammar_with_warnings(grammar, tok)
+                if is_err:
+                    raise ValueError("; ".join(msgs)[:160])
+                m = llg.LLMatcher(tok, grammar, log_level=0)
+                if m.is_error():
+                    raise ValueError(m.get_error())
+                for _ in range(STEPS):
+                    m.unsafe_compute_mask_ptr(words.ctypes.data, words.size * words.itemsize)
+                    legal = [t for t in _legal(words[0], size) if t != eos]
+                    if not legal:
+                        break
+                    if not m.consume_token(int(rng.choice(legal))):
+                        raise ValueError(m.get_error())
+                    steps += 1
+            except Exception as e:  # noqa: BLE001 - a refusal is counted, not fatal
+                refused += 1
+                if refused <= 20:
+                    print(json.dumps({"error": f"{i}: {type(e).__name__}: {str(e)[:160]}"}), flush=True)
+            finally:
+                signal.alarm(0)
+            done += 1
+            if done % every == 0:
+                print(
+                    json.dumps(
+                        {
+                            "n": done,
+                            "rss": rss_mb(),
+                            "t": time.monotonic() - t_start,
+                            "refused": refused,
+                            "steps": steps,
+                        }
+                    ),
+                    flush=True,
+                )
+    print(
+        json.dumps(
+            {
+                "final": done,
+                "refused": refused,
+                "steps": steps,
+                "rss": rss_mb(),
+                "t": time.monotonic() - t_start,
+            }
+        ),
+        flush=True,
+    )
+
+
+# ---- the driver -------------------------------------------------------------------------------------
+
+
+def run_worker(cmd: list[str], env: dict[str, str]) -> list[dict[str, Any]]:
+    rows = []
+    with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True) as p:
+        assert p.stdout is not None
+        for line in p.stdout:
+            rows.append(json.loads(line))
+            print(line.rstrip(), flush=True)
+    return rows
+
+
+def markdown(res: dict[str, Any]) -> str:
+    gm_rows = [r for r in res["grammarmask"] if "n" in r]
+    llg_rows = {r["n"]: r for r in res["llguidance"] if "n" in r}
+    out = [
+        "# Soak: distinct JSON Schemas in one process (tekken 131k, 20 steps each)",
+        "",
+        f"{res['note']}",
+        "",
+        "| schemas | grammarmask RSS MB | peak MB | s | refused | Lru caches (entries) | over bound | "
+        "llguidance RSS MB | peak MB | s | refused |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    step = max(1, len(gm_rows) // 25)
+    for k, r in enumerate(gm_rows):
+        if k % step and k != len(gm_rows) - 1:
+            continue
+        lr = llg_rows.get(r["n"], {})
+        lrss = lr.get("rss", ["", ""])
+        out.append(
+            f"| {r['n']} | {r['rss'][0]:.0f} | {r['rss'][1]:.0f} | {r['t']:.0f} | {r.get('refused', 0)} | "
+            f"{r['lrus']} ({r['lru_entries']}) | {r['over_bound']} | "
+            + (
+                f"{lrss[0]:.0f} | {lrss[1]:.0f} | {lr['t']:.0f} | {lr.get('refused', 0)} |"
+                if lr
+                else "| | | |"
+            )
+        )
+    for name in ("grammarmask", "llguidance"):
+        fin = [r for r in res[name] if "final" in r]
+        if fin:
+            f = fin[0]
+            out.append(
+                f"\n{name}: {f['final']} schemas in {f['t']:.0f} s, {f['refused']} refused, "
+                f"{f['steps']} steps; final RSS {f['rss'][0]:.0f} MB, peak {f['rss'][1]:.0f} MB."
+            )
+    return "\n".join(out) + "\n"
+
+
+PLOT = r"""
+import json, sys
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+res = json.load(open(sys.argv[1]))
+fig, ax = plt.subplots(figsize=(7, 4))
+for name in ("grammarmask", "llguidance"):
+    rows = [r for r in res[name] if "n" in r]
+    if rows:
+        ax.plot([r["n"] for r in rows], [r["rss"][0] for r in rows], label=name + " RSS")
+ax.set_xlabel("distinct schemas compiled (20 steps each)")
+ax.set_ylabel("RSS (MB)")
+ax.set_ylim(bottom=0)
+ax.set_title("One process, JSONSchemaBench-like schemas, tekken 131k")
+ax.legend()
+fig.tight_layout()
+fig.savefig(sys.argv[2], dpi=110)
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--count", type=int, default=10_000)
+    ap.add_argument("--minutes", type=float, default=0.0, help="stop each engine after this (0: no limit)")
+    ap.add_argument("--llg-python", default="/tmp/benchvenv/bin/python")
+    ap.add_argument("--plot-python", default=sys.executable, help="a Python with matplotlib")
+    ap.add_argument("--work", type=Path, default=Path("/tmp/grammarmask-soak"))
+    ap.add_argument("--out", type=Path, default=HERE / "results" / "soak_schemas")
+    ap.add_argument("--every", type=int, default=100, help="sample RSS every this many schemas")
+    ap.add_argument("--worker", choices=["grammarmask", "llguidance"])
+    ap.add_argument("--schemas", type=Path)
+    ap.add_argument("--vocab-file", type=Path)
+    a = ap.parse_args()
+    seconds = a.minutes * 60 if a.minutes else float("inf")
+    if a.worker == "grammarmask":
+        worker_grammarmask(a.schemas, a.count, seconds, a.every)
+        return
+    if a.worker == "llguidance":
+        worker_llguidance(a.schemas, a.count, seconds, a.every, a.vocab_file)
+        return
+    a.work.mkdir(parents=True, exist_ok=True)
+    schemas, vocab_file = a.work / "schemas.jsonl", a.work / "tekken.json"
+    n_bases = write_schemas(schemas, a.count)
+    sys.path.insert(0, str(ROOT))
+    import grammarmask as gm
+
+    v = gm.Vocabulary.from_mistral("tekken")
+    vocab_file.write_text(
+        json.dumps(
+            {
+                "tokens": [b.hex() for b in v.token_bytes],
+                "eos": v.eos_token_id,
+                "specials": sorted(v.special_ids),
+            }
+        )
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    me = [
+        str(Path(__file__).resolve()),
+        "--schemas",
+        str(schemas),
+        "--vocab-file",
+        str(vocab_file),
+        "--every",
+        str(a.every),
+    ]
+    load0 = os.getloadavg()
+    res: dict[str, Any] = {}
+    res["grammarmask"] = run_worker(
+        [
+            "nice",
+            "-n",
+            "19",
+            sys.executable,
+            *me,
+            "--worker",
+            "grammarmask",
+            "--count",
+            str(a.count),
+            "--minutes",
+            str(a.minutes),
+        ],
+        env,
+    )
+    got = next((r["final"] for r in res["grammarmask"] if "final" in r), a.count)
+    res["llguidance"] = run_worker(
+        [
+            "nice",
+            "-n",
+            "19",
+            a.llg_python,
+            *me,
+            "--worker",
+            "llguidance",
+            "--count",
+            str(got),
+            "--minutes",
+            str(a.minutes),
+        ],
+        dict(os.environ),
+    )
+    load1 = os.getloadavg()
+    res["note"] = (
+        f"{got} of {a.count} schemas (variants of {n_bases} JSONSchemaBench sample schemas); "
+        f"machine load (1/5/15 min) {load0[0]:.1f}/{load0[1]:.1f}/{load0[2]:.1f} at the start, "
+        f"{load1[0]:.1f}/{load1[1]:.1f}/{load1[2]:.1f} at the end, on 2 cores shared with other "
+        "jobs; both engines run under nice -n 19, one after the other."
+    )
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.with_suffix(".json").write_text(json.dumps(res, indent=1) + "\n")
+    a.out.with_suffix(".md").write_text(markdown(res))
+    plot = subprocess.run(
+        [a.plot_python, "-c", PLOT, str(a.out.with_suffix(".json")), str(a.out.with_suffix(".png"))],
+        capture_output=True,
+        text=True,
+    )
+    if plot.returncode:
+        print("no plot:", plot.stderr.strip().splitlines()[-1:], file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
