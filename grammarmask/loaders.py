@@ -22,6 +22,7 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from . import disk_cache
 from .errors import GrammarError
 
 if TYPE_CHECKING:
@@ -37,28 +38,57 @@ _MISTRAL_FILES = {
 
 def mistral_tokenizer(name: str) -> Any:
     """Load one of mistral-common's bundled tokenizers by name (``tekken``, ``sentencepiece``) or path."""
-    try:
-        import mistral_common
-        from mistral_common.tokens.tokenizers.sentencepiece import SentencePieceTokenizer
-        from mistral_common.tokens.tokenizers.tekken import Tekkenizer
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise GrammarError(
-            "the built-in tokenizers need mistral-common: pip install 'mistral-common[sentencepiece]'"
-        ) from e
-    path = name
-    if name in _MISTRAL_FILES:
-        path = os.path.join(os.path.dirname(mistral_common.__file__), "data", _MISTRAL_FILES[name])
-    if not os.path.exists(path):
-        known = ", ".join(sorted(_MISTRAL_FILES))
-        raise GrammarError(f"unknown tokenizer {name!r}: give one of {known} or a tokenizer file path")
+    _mistral_common()
+    from mistral_common.tokens.tokenizers.sentencepiece import SentencePieceTokenizer
+    from mistral_common.tokens.tokenizers.tekken import Tekkenizer
+
+    path = _mistral_path(name)
     if path.endswith(".json"):
         return Tekkenizer.from_file(path)
     return SentencePieceTokenizer(path)
 
 
+def _mistral_common() -> Any:
+    """The ``mistral_common`` module, or a GrammarError that says how to install it."""
+    try:
+        import mistral_common
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise GrammarError(
+            "the built-in tokenizers need mistral-common: pip install 'mistral-common[sentencepiece]'"
+        ) from e
+    return mistral_common
+
+
+def _mistral_path(name: str) -> str:
+    """The file of a bundled tokenizer's name, or ``name`` itself when it is an existing path."""
+    path = name
+    if name in _MISTRAL_FILES:
+        path = os.path.join(os.path.dirname(_mistral_common().__file__), "data", _MISTRAL_FILES[name])
+    if not os.path.exists(path):
+        known = ", ".join(sorted(_MISTRAL_FILES))
+        raise GrammarError(f"unknown tokenizer {name!r}: give one of {known} or a tokenizer file path")
+    return path
+
+
 def from_mistral(cls: type[Vocabulary], tokenizer: Any, *, size: int | None = None) -> Vocabulary:
-    """A Vocabulary from a mistral-common Tekkenizer or SentencePieceTokenizer (or a name/path)."""
-    tok = mistral_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
+    """A Vocabulary from a mistral-common Tekkenizer or SentencePieceTokenizer (or a name/path; then
+    read from the on-disk cache, :mod:`grammarmask.disk_cache`, when an earlier process made it)."""
+    if not isinstance(tokenizer, str):
+        return _from_mistral(cls, tokenizer, size)
+    path = _mistral_path(tokenizer)
+    st = os.stat(path)
+    version = _mistral_common().__version__
+    key = (cls.__qualname__, os.path.realpath(path), st.st_size, st.st_mtime_ns, version, size)
+
+    def make() -> Vocabulary:
+        vocab = _from_mistral(cls, mistral_tokenizer(path), size)
+        vocab.trie, vocab.fingerprint  # noqa: B018 - built now, so the cached entry holds them too
+        return vocab
+
+    return disk_cache.load_or_make("vocabulary", key, make)
+
+
+def _from_mistral(cls: type[Vocabulary], tok: Any, size: int | None) -> Vocabulary:
     n = tok.n_words
     if hasattr(tok, "id_to_byte_piece") and hasattr(tok, "num_special_tokens"):  # tekken
         specials = set(range(tok.num_special_tokens))

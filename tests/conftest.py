@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
 from typing import Any
 
 import pytest
 
 import grammarmask as gm
 from grammarmask.loaders import mistral_tokenizer
+
+if "GRAMMARMASK_CACHE_DIR" not in os.environ:  # the on-disk cache: this run's own, not the user's
+    os.environ["GRAMMARMASK_CACHE_DIR"] = _DIR = tempfile.mkdtemp(prefix="grammarmask-tests-")
+    atexit.register(shutil.rmtree, _DIR, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

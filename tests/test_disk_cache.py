@@ -1,0 +1,92 @@
+"""The on-disk cache: a vocabulary loaded by name is read back by the next load (the tokenizer file
+is not opened again), equal to the one made; entries follow the code, the file and the switch."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import grammarmask as gm
+from grammarmask import disk_cache, loaders
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("GRAMMARMASK_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _no_tokenizer_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    def fail(name: str) -> None:
+        raise AssertionError(f"the tokenizer file {name} was read again")
+
+    monkeypatch.setattr(loaders, "mistral_tokenizer", fail)
+
+
+def test_a_vocabulary_loaded_by_name_is_read_back(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    made = gm.Vocabulary.from_mistral("sentencepiece")
+    (entry,) = cache_dir.glob("vocabulary-*.pickle")
+    assert oct(cache_dir.stat().st_mode & 0o777) == "0o700"
+    _no_tokenizer_reads(monkeypatch)
+    read = gm.Vocabulary.from_mistral("sentencepiece")
+    assert read is not made and read.fingerprint == made.fingerprint
+    assert read.token_bytes == made.token_bytes and read.special_token_names == made.special_token_names
+    assert "trie" in vars(read)  # the token trie came from the entry too
+    assert (read.trie.tokens == made.trie.tokens).all()
+    # a compiled grammar on the read vocabulary behaves as on the made one
+    for v in (made, read):
+        m = gm.Regex("[0-9]+").compile(v).matcher()
+        assert m.mask() == gm.Regex("[0-9]+").compile(made).matcher().mask()
+
+
+def test_a_broken_entry_is_made_again(cache_dir: Path) -> None:
+    gm.Vocabulary.from_mistral("sentencepiece")
+    (entry,) = cache_dir.glob("vocabulary-*.pickle")
+    entry.write_bytes(b"not a pickle")
+    v = gm.Vocabulary.from_mistral("sentencepiece")
+    assert v.size == 32000 and pickle.loads(entry.read_bytes()).fingerprint == v.fingerprint
+
+
+def test_other_code_or_size_is_another_entry(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gm.Vocabulary.from_mistral("sentencepiece")
+    gm.Vocabulary.from_mistral("sentencepiece", size=32800)
+    monkeypatch.setattr(disk_cache, "code_hash", lambda: "other code")
+    gm.Vocabulary.from_mistral("sentencepiece")
+    assert len(list(cache_dir.glob("vocabulary-*.pickle"))) == 3
+
+
+@pytest.mark.parametrize("off", ["off", ""])
+def test_the_cache_can_be_turned_off(off: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GRAMMARMASK_CACHE_DIR", off)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert disk_cache.directory() is None
+    assert disk_cache.load_or_make("x", 1, lambda: 42) == 42
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_default_directory_follows_xdg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GRAMMARMASK_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert disk_cache.directory() == tmp_path / "grammarmask"
+
+
+def test_an_unwritable_directory_costs_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("GRAMMARMASK_CACHE_DIR", str(blocker / "below"))  # below a file: cannot be made
+    assert disk_cache.load_or_make("x", 1, lambda: [1, 2]) == [1, 2]
+
+
+def test_a_new_process_reads_the_entry(cache_dir: Path) -> None:
+    gm.Vocabulary.from_mistral("sentencepiece")
+    code = ("import grammarmask as gm, grammarmask.loaders as L\n"
+            "L.mistral_tokenizer = None  # reading the file again would fail\n"
+            "print(gm.Vocabulary.from_mistral('sentencepiece').fingerprint)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "GRAMMARMASK_CACHE_DIR": str(cache_dir)})
+    assert out.stdout.strip() == gm.Vocabulary.from_mistral("sentencepiece").fingerprint
