@@ -23,7 +23,7 @@ from ..grammar import CompiledGrammar, Grammar
 from ..ir.builder import EMPTY, Expr, Pat, Ref, alt, build_cfg, seq
 from ..limits import active
 from ..special_tokens import Ref as SpecialRef
-from ..special_tokens import resolve, rewrite_lark_refs, spelling_dfa
+from ..special_tokens import require_view, resolve, rewrite_lark_refs, spelling_dfa
 from ..vocab import Vocabulary
 
 __all__ = ["Lark"]
@@ -184,6 +184,8 @@ def lark_to_cfg(text: str, *, start: str = "start", source_path: str | None = No
         raise lark_error(e, text) from None
     except re.error as e:
         raise GrammarError(f"lark: bad regular expression: {e}", text=text) from None
+    except (OSError, UnicodeDecodeError, AssertionError) as e:  # an %import lark cannot find or read
+        raise _import_error(e, text) from None
     finally:
         if gc_was_on:
             gc.enable()
@@ -219,6 +221,21 @@ def lark_to_cfg(text: str, *, start: str = "start", source_path: str | None = No
     ignore = [terminal(n) for n in ignore_names]
     positions = _definitions(text, [*rules, *patterns])
     return build_cfg(rules, start, ignore=ignore, positions=positions, source=text)
+
+
+def _import_error(e: Exception, text: str) -> GrammarError:
+    """A GrammarError for an ``%import`` whose grammar file lark cannot find or read, at that line."""
+    name = getattr(e, "filename", None)
+    what = f"{name}: {e.strerror}" if isinstance(e, OSError) and name else str(e).split("\n")[0]
+    dotted = os.path.splitext(name)[0].replace(os.sep, ".") if isinstance(name, str) else ""
+    line = col = None
+    for i, src in enumerate(text.splitlines(), 1):
+        m = re.match(r"\s*%import\s+\.*", src)
+        if m and (line is None or (dotted and src[m.end() :].startswith(dotted))):
+            line, col = i, m.end() + 1
+    return GrammarError(f"lark: %import cannot load a grammar file ({what}); lark looks in import_paths, "
+                        "the grammar's own directory and its bundled grammars",
+                        line=line, column=col, text=text)
 
 
 def _import_paths(paths: Sequence[str]) -> tuple[Any, ...]:
@@ -267,7 +284,7 @@ class Lark(Grammar):
         self.import_paths = _import_paths(import_paths)
         # special tokens (<name>, <[id]>): declared placeholder terminals, spelled by name; an id is
         # spelled <[id]> until the vocabulary names it (_compile)
-        self._loaded, self._refs = rewrite_lark_refs(text)
+        self._loaded, self._refs, self._ref_pos = rewrite_lark_refs(text)
         self.cfg = self._cfg({k: _placeholder_name(r) for k, r in self._refs.items()})
 
     @classmethod
@@ -293,12 +310,18 @@ class Lark(Grammar):
     def special_tokens(self) -> frozenset[SpecialRef]:
         return frozenset(self._refs.values())
 
+    def where_named(self, token: SpecialRef) -> str:
+        line, col = self._ref_pos.get(token, (0, 0))
+        return f"{self!r}, line {line}, column {col}" if line else repr(self)
+
     def _cfg(self, specials: Mapping[str, str]) -> Any:
         return lark_to_cfg(self._loaded, start=self.start, source_path=self.source_path,
                            import_paths=self.import_paths, specials=specials)
 
     def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
         cfg = self.cfg
+        if self._refs:
+            require_view(vocab, repr(self))
         if any(isinstance(r, int) for r in self._refs.values()):  # token ids: their names in vocab
             cfg = self._cfg({k: resolve(vocab, r, where=repr(self)) for k, r in self._refs.items()})
         return compile_cfg(cfg, vocab)
