@@ -84,6 +84,9 @@ class _Composite(Grammar):
     def special_tokens(self) -> frozenset[str | int]:
         return frozenset().union(*(p.special_tokens() for p in self.parts))
 
+    def where_named(self, token: str | int) -> str:
+        return next(p.where_named(token) for p in self.parts if token in p.special_tokens())
+
     def to_dfa(self) -> Any:
         dfas = _dfas(self.parts)
         if dfas is None:

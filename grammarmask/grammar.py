@@ -57,6 +57,10 @@ class Grammar(ABC):
         """The special tokens the grammar names (names or ids; :mod:`grammarmask.special_tokens`)."""
         return frozenset()
 
+    def where_named(self, token: str | int) -> str:
+        """Where the grammar names the special token ``token``, for error messages."""
+        return repr(self)
+
     def compile(
         self, vocab: Vocabulary, *, limits: Limits | None = None, engine: str | None = None
     ) -> CompiledGrammar:
@@ -78,7 +82,7 @@ class Grammar(ABC):
         if refs:  # compiled against the vocabulary with its special tokens spelled
             from .special_tokens import special_view
 
-            vocab = special_view(vocab, refs, where=repr(self))
+            vocab = special_view(vocab, refs, where=self.where_named)
         with in_force(limits) as lim, engine_in_use(name):
             key = self.cache_key()
             if key is None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from .cache import per_vocabulary
@@ -104,18 +104,18 @@ def _eos_error(name: str, where: str) -> GrammarError:
     )
 
 
-def special_view(vocab: Vocabulary, refs: Iterable[Ref], *, where: str) -> Vocabulary:
+def special_view(vocab: Vocabulary, refs: Iterable[Ref], *, where: Callable[[Ref], str]) -> Vocabulary:
     """``vocab`` with its named special tokens spelled (module docstring), after checking that every
     reference in ``refs`` resolves (made once per vocabulary; a view is its own view).
 
     Raises
     ------
     GrammarError
-        A reference does not resolve (see :func:`resolve`); ``where`` names the grammar.
+        A reference does not resolve (see :func:`resolve`); ``where(ref)`` says where it is named.
     """
     base = vocab.base or vocab
-    for r in refs:
-        resolve(base, r, where=where)
+    for r in sorted(refs, key=str):
+        resolve(base, r, where=where(r))
     if vocab.base is not None:
         return vocab
     return per_vocabulary(base, "special_tokens.view", lambda: _make_view(base))
@@ -143,6 +143,17 @@ def _make_view(base: Vocabulary) -> Vocabulary:
     return view
 
 
+def require_view(vocab: Vocabulary, where: str) -> None:
+    """Refuse to compile a part that names special tokens against a vocabulary that does not spell
+    them (a wrapper grammar that does not pass on ``special_tokens()``): the tokens would silently
+    never be legal."""
+    if vocab.base is None:
+        raise GrammarError(
+            f"{where} names special tokens but was compiled inside a grammar that does not report them "
+            "(its special_tokens() must include its parts')"
+        )
+
+
 def spelling_dfa(name: str) -> DFA:
     """The byte DFA of the special token ``name``'s spelling."""
     from .automata import literal_dfa
@@ -153,12 +164,14 @@ def spelling_dfa(name: str) -> DFA:
 PLACEHOLDER = "GRAMMARMASK_SPECIAL_{}"
 
 
-def rewrite_lark_refs(text: str) -> tuple[str, dict[str, Ref]]:
+def rewrite_lark_refs(text: str) -> tuple[str, dict[str, Ref], dict[Ref, tuple[int, int]]]:
     """Lark text with each special-token reference (``<name>``, ``<[NAME]>``, ``<[12]>`` outside
     strings, regexes and ``//`` comments) replaced by a declared placeholder terminal; returns the new
-    text and placeholder -> reference. Text with no reference comes back unchanged."""
+    text, placeholder -> reference, and where each reference first is (line, column). Text with no
+    reference comes back unchanged."""
     out: list[str] = []
     refs: dict[str, Ref] = {}
+    where: dict[Ref, tuple[int, int]] = {}
     seen: dict[Ref, str] = {}
     i, n, last = 0, len(text), 0
     while i < n:
@@ -177,12 +190,13 @@ def rewrite_lark_refs(text: str) -> tuple[str, dict[str, Ref]]:
             if name is None:
                 name = seen[ref] = PLACEHOLDER.format(len(seen))
                 refs[name] = ref
+                where[ref] = (text.count("\n", 0, i) + 1, i - text.rfind("\n", 0, i))
             out += [text[last:i], name]
             i = last = m.end()
         else:
             i += 1
     if not refs:
-        return text, {}
+        return text, {}, {}
     out.append(text[last:])
     out.append("\n" + "".join(f"%declare {name}\n" for name in refs))
-    return "".join(out), refs
+    return "".join(out), refs, where

@@ -91,7 +91,8 @@ def test_oracle_agrees_on_the_view(toy: gm.Vocabulary) -> None:
     (lambda: gm.SpecialToken(1), "token id 1 is not a special token (it is the text b'a')"),
     (lambda: gm.SpecialToken(7), "token id 7 is a special token with no name"),
     (lambda: gm.SpecialToken(99), "token id 99 is outside the vocabulary"),
-    (lambda: gm.Lark("start: <|x|>"), "Lark(<12 chars>, start='start'): '<|x|>' is not a special token"),
+    (lambda: gm.Lark("start: <|x|>"), "Lark(<12 chars>, start='start'), line 1, column 8: '<|x|>' is not"),
+    (lambda: gm.Regex("a") + gm.Gbnf('root ::= "b" |\n  <[U]>'), "Gbnf(<22 chars>), line 2, column 3: '[U]'"),
     (lambda: gm.Regex("a") + gm.SpecialToken("<y>"), "SpecialToken('<y>')"),
 ])
 def test_unknown_tokens_are_clear_errors(

@@ -26,7 +26,7 @@ from ..errors import BudgetExceeded, GrammarError
 from ..grammar import CompiledGrammar, Grammar
 from ..ir.builder import EMPTY, Expr, Lit, Pat, Ref, Rep, alt, build_cfg, seq
 from ..limits import active
-from ..special_tokens import REF_PATTERN, parse_ref, resolve, spelling_dfa
+from ..special_tokens import REF_PATTERN, parse_ref, require_view, resolve, spelling_dfa
 from ..special_tokens import Ref as SpecialRef
 from ..vocab import Vocabulary
 
@@ -50,6 +50,7 @@ class _Parser:
         self.max_depth = active().grammar_nesting
         self.specials: list[SpecialRef] = []  # special tokens named (<name>, <[id]>)
         self.resolved: dict[SpecialRef, str] = {}  # their names in the vocabulary, once known
+        self.special_pos: dict[SpecialRef, int] = {}  # where each is first named
 
     def error(self, message: str, pos: int | None = None) -> GrammarError:
         p = self.pos if pos is None else pos
@@ -154,6 +155,7 @@ class _Parser:
                 self.pos = m.end()
                 ref = parse_ref(m.group(0))
                 self.specials.append(ref)
+                self.special_pos.setdefault(ref, start)
                 name = self.resolved.get(ref, ref if isinstance(ref, str) else f"<[{ref}]>")
                 node = Pat(name, build=functools.partial(spelling_dfa, name), name=name, opaque=True)
             elif c == "!":
@@ -269,16 +271,18 @@ def parse_gbnf(
 
 def gbnf_to_cfg(
     text: str, *, start: str = "root", resolved: Mapping[SpecialRef, str] | None = None
-) -> tuple[Any, frozenset[SpecialRef]]:
+) -> tuple[Any, dict[SpecialRef, tuple[int, int]]]:
     """Parse GBNF ``text`` and lower it to a validated :class:`~grammarmask.ir.Cfg`; also returns the
-    special tokens it names (``<name>``, ``<[NAME]>``, ``<[id]>``; ids spelled as ``resolved`` says)."""
+    special tokens it names (``<name>``, ``<[NAME]>``, ``<[id]>``; ids spelled as ``resolved`` says)
+    with where each is first named (line, column)."""
     rules, parser = parse_gbnf(text, start=start, resolved=resolved)
     positions = {}
     for n, p in parser.rule_pos.items():
         err = parser.error("", p)
         positions[n] = (err.line or 1, err.column or 1)
     cfg = build_cfg(rules, start, scannerless=True, positions=positions, source=text)
-    return cfg, frozenset(parser.specials)
+    where = {r: parser.error("", p) for r, p in parser.special_pos.items()}
+    return cfg, {r: (e.line or 1, e.column or 1) for r, e in where.items()}
 
 
 class Gbnf(Grammar):
@@ -293,8 +297,8 @@ class Gbnf(Grammar):
     def __init__(self, text: str, *, start: str = "root") -> None:
         self.text = text
         self.start = start
-        self.cfg, refs = gbnf_to_cfg(text, start=start)
-        self._refs: frozenset[SpecialRef] = refs
+        self.cfg, self._ref_pos = gbnf_to_cfg(text, start=start)
+        self._refs: frozenset[SpecialRef] = frozenset(self._ref_pos)
 
     @classmethod
     def from_file(cls, path: str, *, start: str = "root") -> Gbnf:
@@ -318,8 +322,14 @@ class Gbnf(Grammar):
     def special_tokens(self) -> frozenset[SpecialRef]:
         return self._refs
 
+    def where_named(self, token: SpecialRef) -> str:
+        line, col = self._ref_pos.get(token, (0, 0))
+        return f"{self!r}, line {line}, column {col}" if line else repr(self)
+
     def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
         cfg = self.cfg
+        if self._refs:
+            require_view(vocab, repr(self))
         ids = [r for r in self._refs if isinstance(r, int)]
         if ids:  # token ids: spelled by their names in vocab
             names: dict[SpecialRef, str] = {r: resolve(vocab, r, where=repr(self)) for r in ids}

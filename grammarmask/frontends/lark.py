@@ -23,7 +23,7 @@ from ..grammar import CompiledGrammar, Grammar
 from ..ir.builder import EMPTY, Expr, Pat, Ref, alt, build_cfg, seq
 from ..limits import active
 from ..special_tokens import Ref as SpecialRef
-from ..special_tokens import resolve, rewrite_lark_refs, spelling_dfa
+from ..special_tokens import require_view, resolve, rewrite_lark_refs, spelling_dfa
 from ..vocab import Vocabulary
 
 __all__ = ["Lark"]
@@ -284,7 +284,7 @@ class Lark(Grammar):
         self.import_paths = _import_paths(import_paths)
         # special tokens (<name>, <[id]>): declared placeholder terminals, spelled by name; an id is
         # spelled <[id]> until the vocabulary names it (_compile)
-        self._loaded, self._refs = rewrite_lark_refs(text)
+        self._loaded, self._refs, self._ref_pos = rewrite_lark_refs(text)
         self.cfg = self._cfg({k: _placeholder_name(r) for k, r in self._refs.items()})
 
     @classmethod
@@ -310,12 +310,18 @@ class Lark(Grammar):
     def special_tokens(self) -> frozenset[SpecialRef]:
         return frozenset(self._refs.values())
 
+    def where_named(self, token: SpecialRef) -> str:
+        line, col = self._ref_pos.get(token, (0, 0))
+        return f"{self!r}, line {line}, column {col}" if line else repr(self)
+
     def _cfg(self, specials: Mapping[str, str]) -> Any:
         return lark_to_cfg(self._loaded, start=self.start, source_path=self.source_path,
                            import_paths=self.import_paths, specials=specials)
 
     def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
         cfg = self.cfg
+        if self._refs:
+            require_view(vocab, repr(self))
         if any(isinstance(r, int) for r in self._refs.values()):  # token ids: their names in vocab
             cfg = self._cfg({k: resolve(vocab, r, where=repr(self)) for k, r in self._refs.items()})
         return compile_cfg(cfg, vocab)

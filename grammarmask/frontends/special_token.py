@@ -9,7 +9,7 @@ from .._args import as_int
 from ..engine import compile_dfa
 from ..errors import GrammarError
 from ..grammar import CompiledGrammar, Grammar
-from ..special_tokens import resolve, spelling_dfa
+from ..special_tokens import require_view, resolve, spelling_dfa
 from ..vocab import Vocabulary
 
 __all__ = ["SpecialToken"]
@@ -58,5 +58,6 @@ class SpecialToken(Grammar):
         return spelling_dfa(self.token) if isinstance(self.token, str) else None
 
     def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
+        require_view(vocab, repr(self))
         name = resolve(vocab, self.token, where=repr(self))
         return compile_dfa(spelling_dfa(name), vocab)
