@@ -1,0 +1,486 @@
+"""vLLM adapter: grammarmask as a structured-output backend of vLLM's V1 engine (vLLM 0.33).
+
+Switch it on with ``pip install 'grammarmask[vllm]'`` and the environment variable
+``GRAMMARMASK_VLLM=1`` in the server's environment; keep ``structured_outputs_config.backend`` at its
+default ``"auto"``. Every structured-output request (``json``, ``json_object``, ``regex``,
+``grammar`` in Lark or GBNF, ``choice``, ``structural_tag``) is then validated, compiled and masked by
+grammarmask.
+
+How it hooks in. vLLM's config accepts a fixed list of backend names and its
+``StructuredOutputManager`` builds the backend from that name, so there is no registry to add to.
+grammarmask registers a ``vllm.general_plugins`` entry point (:func:`register`), which vLLM calls in
+every process it starts (API server, engine core, workers). With the switch on, it wraps two methods:
+
+- ``SamplingParams._validate_structured_outputs``: where vLLM resolves ``"auto"`` to a backend per
+  request. Under the switch ``"auto"`` resolves to ``"grammarmask"``, after grammarmask has parsed
+  the grammar (a bad grammar is a 400 naming what is wrong, before the request is queued).
+- ``StructuredOutputManager.grammar_init``: where the engine builds its one backend on the first
+  request. When that request resolved to ``"grammarmask"`` the wrapper builds a
+  :class:`GrammarmaskBackend` first, and vLLM's own code then uses it for every request.
+
+Everything else is vLLM's own: its scheduler, speculative decoding, reasoning parsers, bitmask
+transfer and the kernel that applies the masks. If vLLM renames either method or the attributes the
+wrappers read, :func:`install` raises a ``RuntimeError`` naming what is missing when vLLM loads the
+plugin (the server does not start), never a silent fall-back to another backend. An explicit
+``backend="xgrammar"`` (or any other name) is left alone.
+
+Semantics follow vLLM's ``StructuredOutputGrammar`` interface exactly: the request's stop-token set
+(``SamplingParams.all_stop_token_ids``, else the tokenizer's EOS) is legal exactly where the grammar
+is complete and terminates it; ``validate_tokens`` leaves the state as it was; ``rollback`` also
+undoes termination; ``fill_bitmask`` writes one row of vLLM's int32 bitmask over the model's padded
+vocabulary (ids past the tokenizer's are never legal) and may run in vLLM's fill threads.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from functools import wraps
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from vllm.v1.structured_output.backend_types import (
+    StructuredOutputBackend,
+    StructuredOutputGrammar,
+    StructuredOutputOptions,
+)
+
+from ..errors import GrammarError, GrammarMaskError
+from ..grammar import CompiledGrammar, Grammar
+from ..limits import Limits
+from ..vocab import Vocabulary
+
+__all__ = [
+    "BACKEND_NAME",
+    "COMPILE_TIMEOUT_ENV",
+    "LIMITS_ENV",
+    "SWITCH_ENV",
+    "GrammarmaskBackend",
+    "GrammarmaskGrammar",
+    "grammar_for",
+    "install",
+    "installed",
+    "register",
+    "vocabulary_for",
+]
+
+#: the backend name requests resolve to under the switch
+BACKEND_NAME = "grammarmask"
+#: the switch: ``GRAMMARMASK_VLLM=1`` (or true/yes/on) makes vLLM's ``"auto"`` backend grammarmask
+SWITCH_ENV = "GRAMMARMASK_VLLM"
+#: budgets for every compile, as JSON fields of :class:`grammarmask.Limits`:
+#: ``'{"json_schema_branches": 256}'``
+LIMITS_ENV = "GRAMMARMASK_VLLM_LIMITS"
+#: wall-clock seconds one request's compile may take before that request fails (default 60; 0: none)
+COMPILE_TIMEOUT_ENV = "GRAMMARMASK_VLLM_COMPILE_TIMEOUT_S"
+
+logger = logging.getLogger("vllm.plugins.grammarmask")  # under vLLM's logger: its handlers and format
+
+
+def register() -> None:
+    """The ``vllm.general_plugins`` entry point: :func:`install` when ``GRAMMARMASK_VLLM`` is on.
+
+    vLLM calls it once per process. With the switch off it does nothing, so installing grammarmask
+    never changes how vLLM behaves until asked to.
+    """
+    if os.environ.get(SWITCH_ENV, "").strip().lower() in ("1", "true", "yes", "on"):
+        install()
+
+
+def installed() -> bool:
+    """Whether :func:`install` has wrapped vLLM's methods in this process."""
+    from vllm.sampling_params import SamplingParams
+
+    return bool(getattr(SamplingParams._validate_structured_outputs, "__grammarmask__", False))
+
+
+def install() -> None:
+    """Make vLLM's ``"auto"`` structured-output backend resolve to grammarmask (idempotent).
+
+    Raises
+    ------
+    RuntimeError
+        The installed vLLM lacks a method or attribute the hook relies on (a vLLM this version
+        of grammarmask does not know); the message names it.
+    """
+    from vllm.sampling_params import SamplingParams, StructuredOutputsParams
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    if installed():
+        return
+    _check_hook_points(SamplingParams, StructuredOutputsParams, StructuredOutputManager)
+    SamplingParams._validate_structured_outputs = _validating(SamplingParams._validate_structured_outputs)
+    StructuredOutputManager.grammar_init = _initializing(StructuredOutputManager.grammar_init)
+    logger.info("grammarmask is vLLM's structured-output backend for backend='auto' (%s=1)", SWITCH_ENV)
+
+
+def _check_hook_points(sampling: type, params: type, manager: type) -> None:
+    import vllm
+
+    missing = [f"{cls.__qualname__}.{name}" for cls, name in (
+        (sampling, "_validate_structured_outputs"), (manager, "grammar_init"),
+    ) if not callable(getattr(cls, name, None))]
+    fields = getattr(params, "__dataclass_fields__", {})
+    missing += [f"{params.__qualname__}.{f}" for f in ("_backend", "_backend_was_auto") if f not in fields]
+    if missing:
+        raise RuntimeError(
+            f"grammarmask cannot hook into vLLM {getattr(vllm, '__version__', '?')}: it has no "
+            f"{', '.join(missing)} (grammarmask's vLLM backend is written for vLLM 0.33); unset "
+            f"{SWITCH_ENV} or install a vLLM this grammarmask supports"
+        )
+
+
+def _validating(original: Any) -> Any:
+    @wraps(original)
+    def validate(self: Any, model_config: Any, config: Any, tokenizer: Any) -> None:
+        so = self.structured_outputs
+        if (config is None or so is None or config.backend != "auto" or tokenizer is None
+                or getattr(model_config, "is_diffusion", False)):
+            original(self, model_config, config, tokenizer)  # vLLM's answer (or its error)
+            return
+        from vllm.exceptions import VLLMValidationError
+        from vllm.sampling_params import check_json_nesting
+        from vllm.v1.structured_output.request import get_structured_output_key
+
+        if so._backend not in (None, BACKEND_NAME) and not so._backend_was_auto:
+            raise VLLMValidationError(
+                f"this request asks for the structured-output backend {so._backend!r}, but this server "
+                f"uses grammarmask ({SWITCH_ENV}=1); remove '_backend' from the request"
+            )
+        check_json_nesting(so.json)
+        check_json_nesting(so.structural_tag, structural_tag=True)
+        try:
+            kind, spec = get_structured_output_key(so)
+            grammar_for(kind, spec)  # parses and checks the grammar; the vocabulary comes later
+        except (GrammarMaskError, ValueError, TypeError) as e:
+            raise VLLMValidationError(f"grammarmask: {e}") from e
+        so._backend = BACKEND_NAME
+        so._backend_was_auto = True
+        so.__post_init__()
+
+    validate.__grammarmask__ = True  # type: ignore[attr-defined]
+    return validate
+
+
+def _initializing(original: Any) -> Any:
+    @wraps(original)
+    def grammar_init(self: Any, request: Any) -> None:
+        params = getattr(request, "sampling_params", None)
+        so = getattr(params, "structured_outputs", None)
+        if (self.backend is None and request.structured_output_request is not None
+                and getattr(so, "_backend", None) == BACKEND_NAME):
+            self.backend = GrammarmaskBackend(
+                self.vllm_config, tokenizer=self.tokenizer,
+                vocab_size=self.vllm_config.model_config.get_vocab_size(),
+            )
+            self.backend_name = BACKEND_NAME
+        original(self, request)
+
+    grammar_init.__grammarmask__ = True  # type: ignore[attr-defined]
+    return grammar_init
+
+
+# --- grammars and the vocabulary ---------------------------------------------------------------------
+
+
+def grammar_for(request_type: StructuredOutputOptions, spec: str) -> Grammar:
+    """The grammarmask grammar of one vLLM request (checked, not yet compiled).
+
+    ``JSON``: a JSON Schema; ``JSON_OBJECT``: any JSON object; ``REGEX``: a full-match pattern;
+    ``GRAMMAR``: Lark text, or GBNF when a line defines a rule with ``::=`` (vLLM's own test,
+    ``grammar_is_likely_lark``); ``CHOICE``: a JSON list of strings, exactly one of them;
+    ``STRUCTURAL_TAG``: XGrammar's or vLLM's structural-tag JSON (:meth:`grammarmask.StructuralTag.from_json`:
+    the legacy ``structures``/``triggers`` form and the ``format`` tree).
+
+    Raises
+    ------
+    GrammarError
+        The spec is malformed (the message says where), or a ``CHOICE`` is not a list of strings.
+    """
+    from .. import Choice, Gbnf, JsonSchema, Lark, Regex
+
+    if request_type == StructuredOutputOptions.JSON:
+        return JsonSchema(spec)
+    if request_type == StructuredOutputOptions.JSON_OBJECT:
+        return JsonSchema({"type": "object"})
+    if request_type == StructuredOutputOptions.REGEX:
+        return Regex(spec)
+    if request_type == StructuredOutputOptions.GRAMMAR:
+        from vllm.v1.structured_output.utils import grammar_is_likely_lark
+
+        return Lark(spec) if grammar_is_likely_lark(spec) else Gbnf(spec)
+    if request_type == StructuredOutputOptions.CHOICE:
+        try:
+            labels = json.loads(spec) if isinstance(spec, str) else spec
+        except ValueError as e:
+            raise GrammarError(f"choice: not a JSON list of strings ({e})") from None
+        if not isinstance(labels, list):
+            raise GrammarError(f"choice: expected a list of strings, got {type(labels).__name__}")
+        return Choice(list(dict.fromkeys(labels)))  # vLLM allows repeats; one is enough
+    if request_type == StructuredOutputOptions.STRUCTURAL_TAG:
+        from .. import StructuralTag
+
+        return StructuralTag.from_json(spec)
+    raise GrammarError(f"unknown structured-output request type {request_type!r}")
+
+
+def vocabulary_for(tokenizer: Any, vocab_size: int) -> Vocabulary:
+    """The grammarmask vocabulary of vLLM's tokenizer over the model's ``vocab_size`` logits.
+
+    Ids from the tokenizer's length up to ``vocab_size`` are padding (never legal); tokenizer ids at
+    or past ``vocab_size`` are dropped (the model cannot emit them). Hugging Face tokenizers and
+    vLLM's ``MistralTokenizer`` (tekken or sentencepiece) are read.
+
+    Raises
+    ------
+    GrammarError
+        A tokenizer grammarmask cannot map to bytes, or whose EOS id lies past ``vocab_size``.
+    """
+    from vllm.utils.mistral import is_mistral_tokenizer
+
+    if is_mistral_tokenizer(tokenizer):
+        full = Vocabulary.from_mistral(tokenizer.tokenizer)
+    else:
+        full = Vocabulary.from_hf(tokenizer)
+    if full.size == vocab_size:
+        return full
+    if full.eos_token_id >= vocab_size:
+        raise GrammarError(
+            f"the tokenizer's EOS id {full.eos_token_id} is past the model's {vocab_size} logits")
+    return Vocabulary(
+        full.token_bytes[:vocab_size], eos_token_id=full.eos_token_id, size=vocab_size, name=full.name,
+        special_token_ids=[i for i in full.special_ids if i < vocab_size],
+        special_token_names={i: n for i, n in full.special_token_names.items() if i < vocab_size},
+    )
+
+
+def _limits_from_env() -> Limits | None:
+    text = os.environ.get(LIMITS_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        fields = json.loads(text)
+        if not isinstance(fields, dict):
+            raise TypeError(f"a JSON object of Limits fields, got {type(fields).__name__}")
+        return Limits(**fields)
+    except (ValueError, TypeError) as e:
+        raise GrammarError(f"{LIMITS_ENV}={text!r} is not usable: {e}") from None
+
+
+def _timeout_from_env() -> float:
+    text = os.environ.get(COMPILE_TIMEOUT_ENV, "").strip()
+    try:
+        return float(text) if text else 60.0
+    except ValueError:
+        raise GrammarError(f"{COMPILE_TIMEOUT_ENV}={text!r} is not a number of seconds") from None
+
+
+# --- the backend ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class GrammarmaskBackend(StructuredOutputBackend):  # type: ignore[misc,unused-ignore]
+    """vLLM's engine-level backend: one vocabulary, compiled grammars cached by content.
+
+    Built by vLLM's ``StructuredOutputManager`` (through :func:`install`) with its config, tokenizer
+    and the model's (padded) vocabulary size. Budgets come from ``GRAMMARMASK_VLLM_LIMITS`` (JSON
+    fields of :class:`grammarmask.Limits`) and the compile time limit from
+    ``GRAMMARMASK_VLLM_COMPILE_TIMEOUT_S`` (default 60 s), both read when the backend is built.
+    """
+
+    def __post_init__(self) -> None:
+        self.vocab = vocabulary_for(self.tokenizer, self.vocab_size)
+        self.limits = _limits_from_env()
+        self.compile_timeout = _timeout_from_env()
+        self._compiler: ThreadPoolExecutor | None = None
+        self._compiler_lock = threading.Lock()
+
+    def compile_grammar(self, request_type: StructuredOutputOptions, grammar_spec: str,
+                        stop_token_ids: set[int] | None = None) -> GrammarmaskGrammar:
+        """Compile one request's grammar; its errors fail that request only (vLLM reports them).
+
+        Raises
+        ------
+        GrammarError
+            A malformed spec, an unsupported request type or schema keyword
+            (``UnsupportedSchemaError``), a budget of :class:`grammarmask.Limits` exceeded
+            (``BudgetExceeded``, whose message says how to raise it through ``GRAMMARMASK_VLLM_LIMITS``),
+            or a compile slower than the time limit.
+        """
+        try:
+            compiled = self._timed(lambda: grammar_for(request_type, grammar_spec).compile(
+                self.vocab, limits=self.limits))
+        except GrammarMaskError as e:
+            budget = getattr(e, "budget", None)
+            if budget is not None and e.args:  # say how to raise it in vLLM, keeping the exception's type
+                e.args = (f"{e.args[0]} (in vLLM: {LIMITS_ENV}='{{\"{budget}\": ...}}')", *e.args[1:])
+            raise
+        return GrammarmaskGrammar(compiled, stop_token_ids)
+
+    def _timed(self, make: Any) -> CompiledGrammar:
+        if self.compile_timeout <= 0:
+            return make()  # type: ignore[no-any-return]
+        with self._compiler_lock:
+            if self._compiler is None:
+                self._compiler = ThreadPoolExecutor(max_workers=4, thread_name_prefix="grammarmask-compile")
+            future = self._compiler.submit(make)
+        try:
+            return future.result(timeout=self.compile_timeout)  # type: ignore[no-any-return]
+        except FutureTimeout:
+            future.cancel()  # a compile already running stops at its budgets of Limits
+            raise GrammarError(
+                f"compiling this grammar took longer than {self.compile_timeout:g} s "
+                f"(raise {COMPILE_TIMEOUT_ENV} if it is meant)"
+            ) from None
+
+    def allocate_token_bitmask(self, max_num_seqs: int) -> Any:
+        """vLLM's bitmask: ``[max_num_seqs, ceil(vocab_size / 32)]`` int32, every bit set."""
+        import torch
+
+        return torch.full((max_num_seqs, self.vocab.n_words), -1, dtype=torch.int32)
+
+    def destroy(self) -> None:
+        """Stop the compile threads (vLLM calls this when the engine shuts down)."""
+        if self._compiler is not None:
+            self._compiler.shutdown(wait=False, cancel_futures=True)
+            self._compiler = None
+
+
+class GrammarmaskGrammar(StructuredOutputGrammar):  # type: ignore[misc,unused-ignore]
+    """One request's position in its grammar, with vLLM's semantics.
+
+    Lifecycle: vLLM fills a mask row (:meth:`fill_bitmask`), samples, then :meth:`accept_tokens`;
+    speculative drafts are checked with :meth:`validate_tokens` (no state change) or accepted and
+    undone with :meth:`rollback`. A stop token (the request's set) is legal exactly when the output
+    is complete and terminates the grammar; tokens after that are ignored. Every method holds a
+    per-request lock, so vLLM's fill threads may run it beside the scheduler.
+
+    A grammar error while masking (a budget of the context-free engine, or a dead end) does not
+    stop the engine: it is logged, the row allows only the stop tokens, and the next
+    :meth:`accept_tokens` returns False, which vLLM reports as that request's error.
+    """
+
+    def __init__(self, compiled: CompiledGrammar, stop_token_ids: set[int] | None = None) -> None:
+        self.compiled = compiled
+        vocab = compiled.vocab
+        stops = {int(t) for t in stop_token_ids or ()} or {vocab.eos_token_id}
+        self.stop_token_ids = frozenset(t for t in stops if 0 <= t < vocab.size)
+        self._stop_words = np.zeros(vocab.n_words, np.uint32)
+        for t in self.stop_token_ids:
+            self._stop_words[t >> 5] |= np.uint32(1 << (t & 31))
+        self._not_stop = ~self._stop_words
+        eos = vocab.eos_token_id
+        self._not_stop[eos >> 5] &= ~np.uint32(1 << (eos & 31))  # EOS is legal only as a stop token
+        self._lock = threading.Lock()
+        self.matcher = compiled.matcher()
+        self.num_processed_tokens = 0
+        self.error: GrammarMaskError | None = None
+
+    def __repr__(self) -> str:
+        return f"<GrammarmaskGrammar {self.matcher!r} stops={sorted(self.stop_token_ids)}>"
+
+    def _take(self, token: int) -> bool:
+        """Advance by one token if legal (a stop token when complete terminates); else False."""
+        m = self.matcher
+        if token in self.stop_token_ids:
+            if not m.is_accepting():
+                return False
+            m.advance(self.compiled.vocab.eos_token_id)
+            return True
+        if token == self.compiled.vocab.eos_token_id:
+            return False
+        return m.try_advance(token)
+
+    def accept_tokens(self, request_id: str, tokens: list[int]) -> bool:
+        """Advance by ``tokens``; False (logged) at the first illegal one, which is not taken.
+
+        Tokens after a stop token are ignored, as is everything once terminated (True).
+        """
+        with self._lock:
+            if self.error is not None:
+                logger.error("request %s: grammarmask stopped masking it: %s", request_id, self.error)
+                return False
+            for t in tokens:
+                if self.matcher.is_finished():
+                    break
+                if not self._take(t):
+                    logger.error("request %s: grammarmask rejects token %s after %d tokens",
+                                 request_id, t, self.num_processed_tokens)
+                    return False
+                self.num_processed_tokens += 1
+            return True
+
+    def validate_tokens(self, tokens: list[int]) -> list[int]:
+        """The longest prefix of ``tokens`` the grammar accepts (up to a stop token); no state change.
+
+        A negative id (vLLM's speculative padding) ends the prefix.
+        """
+        with self._lock:
+            if self.error is not None or self.matcher.is_finished():
+                return []
+            n = 0
+            for t in tokens:
+                if t < 0 or not self._take(t):
+                    break
+                n += 1
+                if self.matcher.is_finished():
+                    break
+            self.matcher.rollback(n)
+            return tokens[:n]
+
+    def rollback(self, num_tokens: int) -> None:
+        """Undo the last ``num_tokens`` accepted tokens (termination too).
+
+        Raises
+        ------
+        GrammarError
+            More tokens than were accepted; nothing is undone.
+        """
+        with self._lock:
+            self.matcher.rollback(num_tokens)
+            self.num_processed_tokens -= num_tokens
+
+    def fill_bitmask(self, bitmask: Any, batch_index: int) -> None:
+        """Write the legal next tokens into row ``batch_index`` of vLLM's int32 bitmask tensor."""
+        words: npt.NDArray[Any]
+        on_cpu = getattr(getattr(bitmask, "device", None), "type", "cpu") == "cpu"
+        words = bitmask.numpy() if on_cpu else np.zeros((1, bitmask.shape[1]), np.int32)
+        row = batch_index if on_cpu else 0
+        with self._lock:
+            self._fill(words, row)
+        if not on_cpu:
+            import torch
+
+            bitmask[batch_index].copy_(torch.from_numpy(words[0]))
+
+    def _fill(self, words: npt.NDArray[Any], row: int) -> None:
+        out = words[row].view(np.uint32)
+        if self.error is None and not self.matcher.is_finished():
+            try:
+                self.matcher.fill_mask(words, row)
+            except GrammarMaskError as e:
+                self.error = e
+                logger.error("grammarmask cannot mask this request any more (it will fail): %s", e)
+            else:
+                out &= self._not_stop
+                if self.matcher.is_accepting():
+                    out |= self._stop_words
+                return
+        out[:] = self._stop_words
+
+    def is_terminated(self) -> bool:
+        """Whether a stop token was accepted (and not rolled back)."""
+        return self.matcher.is_finished()
+
+    def reset(self) -> None:
+        """Back to the start of the grammar."""
+        with self._lock:
+            self.matcher = self.compiled.matcher()
+            self.num_processed_tokens = 0
+            self.error = None
