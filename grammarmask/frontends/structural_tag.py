@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..automata import DFA, difference, literal_dfa, regex_to_dfa
+from ..automata import concat as concat_dfa
 from ..compose import Union
 from ..engine import compile_dfa
 from ..errors import GrammarError
@@ -207,23 +208,45 @@ def triggered_tags(
             raise GrammarError(
                 f"structural tag: the tag begin {begin!r} starts with none of the triggers {trig!r}"
             )
-    parts: list[Grammar] = [free_text([*trig, *excludes])]
+    # Parts: free text alone (the output's end), and per tag "free text then begin" (one automaton
+    # when both are regular, so no token-crossing work at the trigger), body, end; with at_least_one
+    # also the bare begin that opens the output.
+    text = free_text([*trig, *excludes])
+    parts: list[Grammar] = [text]
     following: list[tuple[int, ...]] = [()]
-    begins, ends = [], []
+    opened, bare, ends = [], [], []
     for t in tags:
         b, c, e = t.grammar()
         k = len(parts)
-        parts += [b, c, e]
-        following += [(k + 1,), (k + 2,), () if stop_after_first else (0,)]
-        begins.append(k)
+        parts += [_then(text, b), c, e]
+        following += [(k + 1,), (k + 2,), ()]
+        opened.append(k)
         ends.append(k + 2)
-    following[0] = tuple(begins)
-    starts = tuple(begins) if at_least_one else (0,)
-    final = set(ends) if stop_after_first else {0}
-    if stop_after_first and not at_least_one:
-        final.add(0)
+        if at_least_one:
+            bare.append(len(parts))
+            parts.append(b)
+            following.append((k + 1,))
+    for e in ends:
+        following[e] = () if stop_after_first else (*opened, 0)
+    if at_least_one:
+        starts = tuple(bare)
+        final = set(ends) if stop_after_first else {0}
+    else:
+        starts = (*opened, 0)
+        final = {0, *ends} if stop_after_first else {0}
     label = f"triggered_tags({len(tags)} tags, triggers={trig!r})"
     return _Graph(parts, (starts, following, frozenset(final)), label)
+
+
+def _then(a: Grammar, b: Grammar) -> Grammar:
+    """``a`` then ``b``: one automaton when both are regular and it stays small, else a sequence."""
+    da, db = a.to_dfa(), b.to_dfa()
+    if da is not None and db is not None:
+        try:
+            return _Dfa(concat_dfa(da, db), ("then", a.cache_key(), b.cache_key()), f"({a!r} + {b!r})")
+        except GrammarError:
+            pass
+    return Concat(a, b)
 
 
 def tags_with_separator(
