@@ -160,3 +160,24 @@ def test_tool_calling_example_end_to_end() -> None:
         assert ids[0] == 9 and ids[-1] == 2  # [TOOL_CALLS] first, EOS last
         call = json.loads(text.removeprefix("[TOOL_CALLS]"))
         jsonschema.validate(call["arguments"], mod.TOOLS[call["name"]])
+
+
+def test_hf_loader_records_names() -> None:
+    tk = pytest.importorskip("tokenizers", reason="tokenizers not installed (extra: grammarmask[tokenizers])")
+    tok = tk.Tokenizer(tk.models.BPE())
+    tok.pre_tokenizer = tk.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = tk.decoders.ByteLevel()
+    trainer = tk.trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>"],
+                                     initial_alphabet=tk.pre_tokenizers.ByteLevel.alphabet(),
+                                     show_progress=False)
+    tok.train_from_iterator(["a tool call <tool_call> in text"] * 5, trainer)
+    tok.add_tokens(["<tool_call>"])  # not special: text
+    tok.add_special_tokens(["<|python_tag|>"])
+    vocab = gm.Vocabulary.from_hf(tok)
+    tag = tok.token_to_id("<|python_tag|>")
+    assert vocab.special_token_names[tag] == "<|python_tag|>"
+    assert vocab.special_token_names[vocab.eos_token_id] == "<|endoftext|>"
+    m = (gm.Lark('start: <|python_tag|> "{}"')).compile(vocab).matcher()
+    assert m.mask().token_ids().tolist() == [tag]
+    with pytest.raises(gm.GrammarError, match="'<tool_call>' is not a special token"):
+        gm.SpecialToken("<tool_call>").compile(vocab)
