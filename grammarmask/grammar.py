@@ -238,8 +238,9 @@ def ensure_compiled(grammar: Grammar | CompiledGrammar, vocab: Vocabulary, *, ca
         Neither a Grammar nor a CompiledGrammar, or compiled for a different vocabulary.
     """
     if isinstance(grammar, CompiledGrammar):
-        mine = grammar.vocab.base or grammar.vocab  # a grammar naming special tokens: its view's base
-        if mine is not vocab and mine.fingerprint != vocab.fingerprint:
+        # a grammar naming special tokens is compiled for a view of the vocabulary: compare the bases
+        mine, theirs = grammar.vocab.base or grammar.vocab, vocab.base or vocab
+        if mine is not theirs and mine.fingerprint != theirs.fingerprint:
             raise GrammarError("the grammar was compiled for a different vocabulary than the one given")
         return grammar
     if isinstance(grammar, Grammar):

@@ -129,6 +129,12 @@ def test_generate_pickle_and_rollback(toy: gm.Vocabulary) -> None:
     out = gm.generate(gm.UniformModel(toy.size), toy, g, seed=1)
     assert out.token_ids[-2:] == (6, 0) and 5 in out.token_ids
     compiled = g.compile(toy)
+    for v in (toy, compiled.vocab):  # the vocabulary or the view it was compiled for
+        assert gm.generate(gm.UniformModel(toy.size), v, compiled, seed=1).token_ids == out.token_ids
+    other = gm.Vocabulary.from_tokens(TOKENS, eos_token_id=0, special_token_ids=[5, 6, 7],
+                                      special_token_names={5: "<t>", 6: "[U]"})
+    with pytest.raises(gm.GrammarError, match="different vocabulary"):
+        gm.generate(gm.UniformModel(toy.size), other, compiled, seed=1)
     again = pickle.loads(pickle.dumps(compiled))
     m = again.matcher()
     m.advance_many([1, 5])
