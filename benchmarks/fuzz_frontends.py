@@ -187,9 +187,15 @@ def _gbnf_as_lark(text: str) -> str | None:
     def char(c: str) -> str:
         return f"/{one(c)}/"
 
+    aux: list[str] = []
+
+    def rule(body: str) -> str:  # a group of its own: lark multiplies out groups inside a rule
+        aux.append(f"g{len(aux)}: {body}")
+        return f"g{len(aux) - 1}"
+
     def expr(e: Any) -> str:  # the IR is shallow (grammar_nesting), so recursion is bounded
         if isinstance(e, Lit):
-            return "(" + " ".join(char(c) for c in e.text) + ")" if e.text else "empty"
+            return " ".join(char(c) for c in e.text) if e.text else "empty"
         if isinstance(e, Pat):
             if e.opaque:
                 raise ValueError("special token")
@@ -198,25 +204,27 @@ def _gbnf_as_lark(text: str) -> str | None:
         if isinstance(e, Ref):
             return names[e.name]
         if isinstance(e, Seq):
-            return "(" + " ".join(expr(x) for x in e.items) + ")" if e.items else "empty"
+            return " ".join(expr(x) for x in e.items) if e.items else "empty"
         if isinstance(e, Alt):
-            return "(" + " | ".join(expr(x) for x in e.alts) + ")"
+            return rule(" | ".join(expr(x) for x in e.alts))
         if isinstance(e, Rep):
             if max(e.lo, e.hi or 0) > 40:
                 raise ValueError("large repeat")
-            item = expr(e.item)
+            item = rule(expr(e.item))
             if e.hi is None:
-                return f"({item}+)" if e.lo >= 1 else f"({item}*)" if e.lo == 0 else ""
-            if e.hi == 0:
-                return "empty"
-            return f"({item} ~ {e.lo}..{e.hi})" if e.lo >= 1 else f"(empty | {item} ~ 1..{e.hi})"
+                tail = rule(f"{item} g{len(aux)} | empty")  # item*, right-recursive
+            else:  # item{0,k} as a chain of k optional rules (lark's ~ m..n lists every count)
+                tail = "empty"
+                for _ in range(e.hi - e.lo):
+                    tail = rule(f"{item} {tail} | empty")
+            return " ".join([item] * e.lo + [tail])
         raise ValueError(type(e).__name__)
 
     try:
         body = [f"{names[n]}: {expr(e)}" for n, e in rules.items()]
     except ValueError:
         return None
-    return "\n".join([f"start: {names['root']}", "empty: ", *body]) + "\n"
+    return "\n".join([f"start: {names['root']}", "empty: ", *body, *aux]) + "\n"
 
 
 def _check_document(frontend: str, text: str, grammar: Any, doc: bytes, strict: bool) -> str:
