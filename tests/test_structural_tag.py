@@ -260,3 +260,87 @@ def test_reasoning_then_grammar() -> None:
     assert_rejects(g2, "hm</think>yes", v)
     with pytest.raises(gm.GrammarError, match="Reasoning: end"):
         gm.Reasoning("")
+
+
+# --- the real tekken vocabulary: every step against a DFA of the whole language --------------------
+
+
+@pytest.fixture(scope="module")
+def tekken() -> gm.Vocabulary:
+    return gm.Vocabulary.from_mistral("tekken")
+
+
+def _language_dfa() -> Any:
+    """``F (T F)*`` built directly with the automata operations: F any text without ``<call>``, T the
+    two tags (one opened by the special token [TOOL_CALLS])."""
+    from grammarmask.automata import concat, difference, literal_dfa, regex_to_dfa, repeat, union
+
+    free = difference(regex_to_dfa(r"(?s).*"), regex_to_dfa(r"(?s).*<call>.*"))
+    t1 = concat(literal_dfa(special_spelling("[TOOL_CALLS]")), regex_to_dfa(r'\{"n": [0-9]{1,3}\}'))
+    t2 = concat(concat(literal_dfa(b"<call>"), regex_to_dfa("[a-z]+")), literal_dfa(b"</call>"))
+    return concat(free, repeat(concat(union(t1, t2), free), 0, None))
+
+
+def _walk_text(m: gm.Matcher, pieces: list[str | int], rnd: random.Random, steps: list[int]) -> None:
+    """Advance through ``pieces`` (text, or a special token id), each text by random legal tokens
+    that are prefixes of what is left (so tokens straddle the parts' boundaries)."""
+    data = b"".join(p.encode() if isinstance(p, str) else b"\x00" for p in pieces)
+    ids = {i: p for i, p in enumerate(pieces) if isinstance(p, int)}
+    pos = 0
+    tb = m.vocab.token_bytes
+    while pos < len(data):
+        special = next((t for k, t in ids.items() if data[pos:].startswith(b"\x00") and k >= 0), None)
+        if data[pos] == 0 and special is not None:
+            m.advance(special)
+            steps.append(special)
+            ids = {k: v for k, v in ids.items() if v != special or k != min(ids)}
+            pos += 1
+            continue
+        rest = data[pos:].split(b"\x00")[0]
+        legal = [t for t in m.mask().token_ids().tolist() if tb[t] and rest.startswith(tb[t])]
+        t = rnd.choice(legal)
+        m.advance(t)
+        steps.append(t)
+        pos += len(tb[t])
+
+
+def _dfa_mask(dfa: Any, vocab: gm.Vocabulary, prefix: bytes) -> gm.Mask:
+    """Brute force over the whole vocabulary: token t is legal iff the language's DFA is still alive
+    after ``prefix + bytes(t)`` (every trie node's state, level by level); EOS iff it accepts."""
+    import numpy as np
+
+    start = dfa.run(dfa.start, prefix) if dfa.start else 0
+    trie = vocab.trie
+    st = np.zeros(trie.n_nodes, np.int64)
+    st[0] = start
+    for d in range(1, len(trie.level_lo) - 1):
+        lo, hi = int(trie.level_lo[d]), int(trie.level_lo[d + 1])
+        st[lo:hi] = dfa.transitions[st[trie.parent[lo:hi]], trie.byte[lo:hi]]
+    legal = np.zeros(vocab.size, bool)
+    node = trie.tok_node[trie.tokens]
+    legal[trie.tokens] = st[node] != 0
+    legal[vocab.eos_token_id] = bool(start) and bool(dfa.accepting[start])
+    return gm.Mask.from_bool(legal)
+
+
+def test_masks_equal_a_dfa_oracle_on_tekken(tekken: gm.Vocabulary) -> None:
+    tc = tekken.special_token_id("[TOOL_CALLS]")
+    g = gm.StructuralTag([(gm.SpecialToken("[TOOL_CALLS]"), gm.Regex(r'\{"n": [0-9]{1,3}\}'), ""),
+                          ("<call>", gm.Regex("[a-z]+"), "</call>")], triggers=["<call>"])
+    compiled = g.compile(tekken)
+    dfa = _language_dfa()
+    pieces: list[str | int] = ["Let me <cal", "l>abc</call>", " then ", tc, '{"n": 42}', " ok <call>z</call>"]
+    rnd = random.Random(7)
+    for _ in range(3):
+        path: list[int] = []
+        _walk_text(compiled.matcher(), pieces, rnd, path)
+        m, out = compiled.matcher(), b""
+        for t in [*path, None]:
+            want, got = _dfa_mask(dfa, compiled.vocab, out), m.mask()
+            assert got == want, f"after {out!r}: wrongly legal {(got - want).token_ids()[:5]}, " \
+                                f"wrongly illegal {(want - got).token_ids()[:5]}"
+            if t is None:
+                break
+            m.advance(t)
+            out += compiled.vocab.token_bytes[t]
+        assert m.is_accepting()

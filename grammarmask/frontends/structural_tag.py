@@ -47,14 +47,19 @@ Graph = tuple[tuple[int, ...], list[tuple[int, ...]], frozenset[int]]
 class _Dfa(Grammar):
     """A regular language given as a byte DFA (free text, literals)."""
 
-    def __init__(self, dfa: DFA, key: Hashable, label: str) -> None:
-        self.dfa, self.key, self.label = dfa, key, label
+    def __init__(
+        self, dfa: DFA, key: Hashable, label: str, specials: frozenset[str | int] = frozenset()
+    ) -> None:
+        self.dfa, self.key, self.label, self.specials = dfa, key, label, specials
 
     def __repr__(self) -> str:
         return self.label
 
     def cache_key(self) -> Hashable:
         return self.key
+
+    def special_tokens(self) -> frozenset[str | int]:
+        return self.specials
 
     def to_dfa(self) -> DFA:
         return self.dfa
@@ -243,7 +248,9 @@ def _then(a: Grammar, b: Grammar) -> Grammar:
     da, db = a.to_dfa(), b.to_dfa()
     if da is not None and db is not None:
         try:
-            return _Dfa(concat_dfa(da, db), ("then", a.cache_key(), b.cache_key()), f"({a!r} + {b!r})")
+            specials = a.special_tokens() | b.special_tokens()  # the DFA spells them: still named
+            return _Dfa(concat_dfa(da, db), ("then", a.cache_key(), b.cache_key()), f"({a!r} + {b!r})",
+                        specials)
         except GrammarError:
             pass
     return Concat(a, b)
