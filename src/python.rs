@@ -10,6 +10,9 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+use crate::cfg::earley::Grammar as CfgRules;
+use crate::cfg::lexer::Lexer as CfgLexer;
+use crate::cfg::{CfgEngine, CfgError, Limits as CfgLimits, State as CfgState};
 use crate::error::{Error, Result};
 use crate::lru::Lru;
 use crate::regular::{Dfa, RegularIndex};
@@ -252,11 +255,264 @@ impl PyRegularIndex {
     }
 }
 
+/// Run `f` without the GIL, mapping a CFG engine error to `GrammarError` or `BudgetExceeded` (with
+/// `compile_time=True`: the engine's budgets were set by the compile) and a panic as in [`guarded`].
+fn guarded_cfg<T: Send>(
+    py: Python<'_>,
+    f: impl FnOnce() -> std::result::Result<T, CfgError> + Send,
+) -> PyResult<T> {
+    match guarded(py, move || Ok(f()))? {
+        Ok(v) => Ok(v),
+        Err(CfgError::Grammar(message)) => Err(grammarmask_error(py, "GrammarError", message)),
+        Err(CfgError::Budget {
+            budget,
+            value,
+            what,
+        }) => {
+            let made = py
+                .import("grammarmask.errors")
+                .and_then(|m| m.getattr("BudgetExceeded"))
+                .and_then(|cls| {
+                    let kw = pyo3::types::PyDict::new(py);
+                    kw.set_item("compile_time", true)?;
+                    cls.call((budget, value, what.clone()), Some(&kw))
+                });
+            Err(match made {
+                Ok(exc) => PyErr::from_value(exc),
+                Err(_) => {
+                    PyValueError::new_err(format!("{what}: over the {budget} budget ({value})"))
+                }
+            })
+        }
+    }
+}
+
+fn to_i32s_ne(data: &[u8], what: &str) -> Result<Vec<i32>> {
+    Ok(to_u32s_ne(data, what)?
+        .into_iter()
+        .map(|w| w as i32)
+        .collect())
+}
+
+/// A state of a native CFG: an immutable value (hashable; equal states behave alike). Falsy when
+/// the output left the language.
+#[pyclass(frozen, name = "CfgState", module = "grammarmask._engine")]
+pub struct PyCfgState {
+    inner: Arc<CfgState>,
+}
+
+#[pymethods]
+impl PyCfgState {
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    fn __bool__(&self) -> bool {
+        !self.inner.is_empty()
+    }
+
+    fn __hash__(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.inner.hash(&mut h);
+        h.finish()
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        match other.cast::<PyCfgState>() {
+            Ok(o) => *self.inner == *o.get().inner,
+            Err(_) => false,
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<CfgState: {} configurations>", self.inner.len())
+    }
+}
+
+/// A context-free grammar bound to a native vocabulary (see `cfg/mod.rs`). Immutable and
+/// thread-safe; masks are computed without the GIL.
+///
+/// `CfgGrammar(vocab, transitions, accepting, term_of, starts, greedy, ignore, rule_lhs, rule_ptr,
+/// rule_rhs, start, n_nonterminals, limits, wrap=None)`: the combined lexer table as int32 bytes
+/// (native order, `(n, 256)`), one accepting byte per state, the terminal of each state (int32
+/// bytes), per terminal its DFA's start state, greediness and whether it is ignored; the rules
+/// `rule_lhs[r] -> rule_rhs[rule_ptr[r]:rule_ptr[r + 1]]`; `limits` the six budgets
+/// `(earley_items_per_set, earley_signatures, earley_recent, cfg_configs, cfg_walk_visits,
+/// cfg_masks)`.
+#[pyclass(frozen, name = "CfgGrammar", module = "grammarmask._engine")]
+pub struct PyCfgGrammar {
+    inner: Arc<CfgEngine>,
+    wrap: Option<Py<PyAny>>,
+}
+
+impl PyCfgGrammar {
+    fn state(&self, py: Python<'_>, state: &Bound<'_, PyAny>) -> PyResult<Arc<CfgState>> {
+        match state.cast::<PyCfgState>() {
+            Ok(s) => Ok(Arc::clone(&s.get().inner)),
+            Err(_) => Err(grammarmask_error(
+                py,
+                "GrammarError",
+                format!(
+                    "native CFG: {} is not a state of this grammar",
+                    state.repr().map(|r| r.to_string()).unwrap_or_default()
+                ),
+            )),
+        }
+    }
+
+    fn wrap_state(py: Python<'_>, s: Arc<CfgState>) -> PyResult<Py<PyCfgState>> {
+        Py::new(py, PyCfgState { inner: s })
+    }
+}
+
+#[pymethods]
+impl PyCfgGrammar {
+    #[new]
+    #[pyo3(signature = (vocab, transitions, accepting, term_of, starts, greedy, ignore, rule_lhs,
+                        rule_ptr, rule_rhs, start, n_nonterminals, limits, wrap = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        vocab: &Bound<'_, PyVocab>,
+        transitions: &Bound<'_, PyBytes>,
+        accepting: &Bound<'_, PyBytes>,
+        term_of: &Bound<'_, PyBytes>,
+        starts: Vec<i64>,
+        greedy: Vec<bool>,
+        ignore: Vec<bool>,
+        rule_lhs: Vec<i64>,
+        rule_ptr: Vec<i64>,
+        rule_rhs: Vec<i64>,
+        start: i64,
+        n_nonterminals: i64,
+        limits: (i64, i64, i64, i64, i64, i64),
+        wrap: Option<Py<PyAny>>,
+    ) -> PyResult<Self> {
+        let vocab = Arc::clone(&vocab.get().inner);
+        let table = transitions.as_bytes().to_vec();
+        let accepting: Vec<bool> = accepting.as_bytes().iter().map(|&a| a != 0).collect();
+        let term_of = term_of.as_bytes().to_vec();
+        let inner = guarded_cfg(py, move || {
+            let grammar_err = |e: Error| CfgError::Grammar(e.0);
+            let table = to_u32s_ne(&table, "native CFG lexer: transitions").map_err(grammar_err)?;
+            let term_of: Vec<u32> = to_i32s_ne(&term_of, "native CFG lexer: terminals")
+                .map_err(grammar_err)?
+                .into_iter()
+                .map(|t| if t < 0 { 0 } else { t as u32 })
+                .collect();
+            let n_terms = starts.len();
+            let starts = starts
+                .into_iter()
+                .map(|s| to_usize(s, "native CFG lexer: start").map(|s| s as u32))
+                .collect::<Result<Vec<u32>>>()
+                .map_err(grammar_err)?;
+            let n_nt =
+                to_usize(n_nonterminals, "native CFG: n_nonterminals").map_err(grammar_err)?;
+            let lim = |v: i64, what: &str| to_usize(v, what).map_err(grammar_err);
+            let limits = CfgLimits {
+                earley_items_per_set: lim(limits.0, "Limits.earley_items_per_set")?,
+                earley_signatures: lim(limits.1, "Limits.earley_signatures")?,
+                earley_recent: lim(limits.2, "Limits.earley_recent")?,
+                cfg_configs: lim(limits.3, "Limits.cfg_configs")?,
+                cfg_walk_visits: lim(limits.4, "Limits.cfg_walk_visits")?,
+                cfg_masks: lim(limits.5, "Limits.cfg_masks")?,
+            };
+            let lexer = CfgLexer::new(table, accepting, term_of, starts, greedy, ignore)?;
+            let rules = CfgRules::new(
+                n_nt,
+                n_terms,
+                &rule_lhs,
+                &rule_ptr,
+                &rule_rhs,
+                start,
+                limits.earley_items_per_set,
+            )?;
+            CfgEngine::new(vocab, lexer, rules, limits)
+        })?;
+        Ok(PyCfgGrammar {
+            inner: Arc::new(inner),
+            wrap,
+        })
+    }
+
+    /// The state before any output.
+    fn initial(&self, py: Python<'_>) -> PyResult<Py<PyCfgState>> {
+        Self::wrap_state(py, self.inner.initial())
+    }
+
+    /// The state after `token`; None when the token is illegal there.
+    fn advance(
+        &self,
+        py: Python<'_>,
+        state: &Bound<'_, PyAny>,
+        token: i64,
+    ) -> PyResult<Option<Py<PyCfgState>>> {
+        let s = self.state(py, state)?;
+        let eng = Arc::clone(&self.inner);
+        match guarded_cfg(py, move || eng.advance(&s, token))? {
+            Some(n) => Ok(Some(Self::wrap_state(py, n)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The state after `data` (empty, hence falsy, when `data` leaves the language's prefixes).
+    fn feed(
+        &self,
+        py: Python<'_>,
+        state: &Bound<'_, PyAny>,
+        data: &Bound<'_, PyBytes>,
+    ) -> PyResult<Py<PyCfgState>> {
+        let s = self.state(py, state)?;
+        let data = data.as_bytes().to_vec();
+        let eng = Arc::clone(&self.inner);
+        let n = guarded_cfg(py, move || eng.feed(&s, &data))?;
+        Self::wrap_state(py, n)
+    }
+
+    /// Whether the output so far is a sentence of the language.
+    fn is_accepting(&self, py: Python<'_>, state: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Ok(self.state(py, state)?.accepting())
+    }
+
+    /// The legal normal tokens in `state`: `wrap(words)`, the packed uint32 words (native order) as
+    /// bytes. Computed without the GIL on first visit (then cached by the state's key).
+    fn mask(&self, py: Python<'_>, state: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let s = self.state(py, state)?;
+        let eng = Arc::clone(&self.inner);
+        let words = guarded_cfg(py, move || eng.mask(&s))?;
+        let bytes = PyBytes::new_with(py, words.len() * 4, |buf| {
+            for (out, w) in buf.chunks_exact_mut(4).zip(words.iter()) {
+                out.copy_from_slice(&w.to_ne_bytes());
+            }
+            Ok(())
+        })?;
+        match &self.wrap {
+            Some(wrap) => wrap.call1(py, (bytes,)),
+            None => Ok(bytes.into_any().unbind()),
+        }
+    }
+
+    /// Masks held in the cache.
+    #[getter]
+    fn masks_cached(&self) -> usize {
+        self.inner.masks_cached()
+    }
+
+    /// Lexer states made so far.
+    #[getter]
+    fn lexer_states(&self) -> usize {
+        self.inner.lexer_states()
+    }
+}
+
 /// grammarmask's native engine.
 #[pymodule]
 fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyVocab>()?;
     m.add_class::<PyRegularIndex>()?;
+    m.add_class::<PyCfgGrammar>()?;
+    m.add_class::<PyCfgState>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

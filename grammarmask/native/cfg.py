@@ -1,0 +1,112 @@
+"""The native CFG engine's compiled grammar: a :class:`~grammarmask.ir.Cfg` bound to a vocabulary
+through the Rust engine (``grammarmask._engine.CfgGrammar``, src/cfg/).
+
+Same language, masks and answers as :class:`grammarmask.cfg.CompiledCfg`, its specification (lark's
+dynamic lexer with greedy terminals and their shadows, non-greedy terminals, ignore terminals, a state
+as a set of configurations); tests/test_native_cfg.py holds the two and a brute-force oracle equal at
+every step. Python hands Rust flat arrays once per compile: the terminal DFAs as one transition table
+over bytes (global state 0 dead, terminal ``t`` owning a block of states, as in
+:class:`grammarmask.cfg.lexer.LexerTables`) and the rules as flat int arrays.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..grammar import CompiledGrammar
+from ..ir.cfg import Cfg
+from ..limits import Limits, active
+from ..vocab import Vocabulary
+from . import _engine, native_vocabulary
+
+__all__ = ["NativeCompiledCfg", "flat_tables"]
+
+Words = npt.NDArray[np.uint32]
+
+
+def _read_only_words(data: bytes) -> Words:
+    """The engine's mask bytes as the (read-only) uint32 array the engine API hands out."""
+    return np.frombuffer(data, dtype=np.uint32)
+
+
+def flat_tables(cfg: Cfg) -> dict[str, Any]:
+    """The arguments of ``_engine.CfgGrammar`` that describe ``cfg``: the combined lexer table and
+    the rules as flat arrays."""
+    terms = cfg.terminals
+    sizes = [t.dfa.n_states - 1 for t in terms]
+    total = 1 + sum(sizes)
+    table = np.zeros((total, 256), dtype=np.int32)
+    acc = np.zeros(total, dtype=np.uint8)
+    term_of = np.full(total, -1, dtype=np.int32)
+    starts = []
+    off = 0  # local state s >= 1 of terminal i -> global off + s
+    for i, t in enumerate(terms):
+        tr = np.asarray(t.dfa.transitions, dtype=np.int64)
+        table[off + 1 : off + 1 + sizes[i]] = np.where(tr == 0, 0, tr + off)[1:]
+        acc[off + 1 : off + 1 + sizes[i]] = np.asarray(t.dfa.accepting, dtype=bool)[1:]
+        term_of[off + 1 : off + 1 + sizes[i]] = i
+        starts.append(off + int(t.dfa.start) if t.dfa.start else 0)
+        off += sizes[i]
+    ptr = [0]
+    rhs: list[int] = []
+    for r in cfg.rules:
+        rhs.extend(r.rhs)
+        ptr.append(len(rhs))
+    ignore = set(cfg.ignore)
+    return {
+        "transitions": table.tobytes(),
+        "accepting": acc.tobytes(),
+        "term_of": term_of.tobytes(),
+        "starts": starts,
+        "greedy": [bool(t.greedy) for t in terms],
+        "ignore": [i in ignore for i in range(len(terms))],
+        "rule_lhs": [r.lhs for r in cfg.rules],
+        "rule_ptr": ptr,
+        "rule_rhs": rhs,
+        "start": cfg.start,
+        "n_nonterminals": len(cfg.nonterminals),
+    }
+
+
+class NativeCompiledCfg(CompiledGrammar):
+    """A :class:`~grammarmask.ir.Cfg` bound to a vocabulary by the Rust engine.
+
+    State: an immutable, hashable ``grammarmask._engine.CfgState`` (the configurations still possible,
+    holding the Earley sets they need: fork and rollback are free). Masks are computed in Rust without
+    the GIL on first visit and cached (``Limits.cfg_masks`` of them); the object may be shared by any
+    number of threads. The budgets ``Limits.earley_items_per_set``, ``cfg_configs`` and
+    ``cfg_walk_visits`` raise :class:`~grammarmask.BudgetExceeded` from ``advance`` and masks.
+    """
+
+    def __init__(self, cfg: Cfg, vocab: Vocabulary, limits: Limits | None = None) -> None:
+        self.cfg = cfg
+        self.vocab = vocab
+        self.limits = limits = limits or active()
+        self.engine = _engine.CfgGrammar(
+            native_vocabulary(vocab),
+            **flat_tables(cfg),
+            limits=(limits.earley_items_per_set, limits.earley_signatures, limits.earley_recent,
+                    limits.cfg_configs, limits.cfg_walk_visits, limits.cfg_masks),
+            wrap=_read_only_words,
+        )
+        self._initial = self.engine.initial()
+
+    def initial_state(self) -> Any:
+        return self._initial
+
+    def state_mask_words(self, state: Any) -> Words:
+        words: Words = self.engine.mask(state)
+        return words
+
+    def advance_state(self, state: Any, token_id: int) -> Any:
+        return self.engine.advance(state, token_id)
+
+    def is_accepting_state(self, state: Any) -> bool:
+        return self.engine.is_accepting(state)
+
+    def feed(self, state: Any, data: bytes) -> Any:
+        """The state after ``data`` (falsy when ``data`` leaves the language's prefixes)."""
+        return self.engine.feed(state, data)

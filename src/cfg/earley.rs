@@ -1,0 +1,575 @@
+//! An incremental Earley recognizer over terminal ids with a persistent chart.
+//!
+//! Port of `grammarmask/cfg/earley.py` (the specification). Earley (1970), "An efficient
+//! context-free parsing algorithm", CACM 13(2); nullable symbols as in Aycock & Horspool (2002),
+//! "Practical Earley Parsing": an item predicting a nullable nonterminal is also advanced over it at
+//! once, so completions never look back into the set being built. Right recursion uses Leo (1991):
+//! a complete item whose origin set has exactly one item waiting on its left-hand side, and that
+//! item becomes complete when advanced, completes the top of the deterministic reduction path
+//! directly (memoised per set and symbol).
+//!
+//! An item `(A -> alpha . beta, j)` is stored as `dot << 32 | k`: `dot` numbers the dotted rules,
+//! `k` is 0 for an item predicted in its own set, else its origin set is `origins[k - 1]`. Sets are
+//! immutable once built and refer to their origin sets through `Arc`s, so a state that holds one set
+//! holds the part of the chart it needs: fork and rollback are free, and a set nothing refers to is
+//! freed (iteratively: a long chart does not recurse in `drop`).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, Weak};
+
+use super::lexer::Lexer;
+use super::CfgError;
+use crate::vocab::lock;
+
+/// `next_sym` of a complete dotted rule.
+const END: i32 = i32::MIN;
+const SHIFT: u32 = 32;
+const SLOT: u64 = (1 << SHIFT) - 1;
+
+/// The dotted-rule tables of a grammar, shared by every set built from it.
+#[derive(Debug)]
+pub struct Grammar {
+    /// per dot: the symbol after it (`n >= 0` nonterminal, `~t` terminal, [`END`])
+    next_sym: Vec<i32>,
+    lhs: Vec<u32>,
+    start: u32,
+    nullable: Vec<bool>,
+    own_scan: Vec<Vec<(u32, u32)>>,
+    own_wait: Vec<Vec<(u32, u32)>>,
+    reach: Vec<Vec<u32>>,
+    items_per_set: usize,
+}
+
+impl Grammar {
+    /// The tables of rules `lhs[r] -> rhs[ptr[r] .. ptr[r + 1]]` (symbols as in `grammarmask.ir.Cfg`).
+    pub fn new(
+        n_nonterminals: usize,
+        n_terminals: usize,
+        rule_lhs: &[i64],
+        rule_ptr: &[i64],
+        rule_rhs: &[i64],
+        start: i64,
+        items_per_set: usize,
+    ) -> Result<Grammar, CfgError> {
+        let bad = |m: String| Err(CfgError::Grammar(format!("native CFG rules: {m}")));
+        if rule_ptr.len() != rule_lhs.len() + 1 || rule_ptr.first() != Some(&0) {
+            return bad("rule offsets do not match the rules".into());
+        }
+        if !(0..n_nonterminals as i64).contains(&start) {
+            return bad(format!("start symbol {start} of {n_nonterminals}"));
+        }
+        let mut rules: Vec<(u32, Vec<i32>)> = Vec::with_capacity(rule_lhs.len());
+        for (r, &l) in rule_lhs.iter().enumerate() {
+            let (a, b) = (rule_ptr[r], rule_ptr[r + 1]);
+            if a < 0 || b < a || b as usize > rule_rhs.len() {
+                return bad(format!("rule {r} has bad offsets"));
+            }
+            if !(0..n_nonterminals as i64).contains(&l) {
+                return bad(format!("rule {r}: left-hand side {l} of {n_nonterminals}"));
+            }
+            let mut rhs = Vec::with_capacity((b - a) as usize);
+            for &s in &rule_rhs[a as usize..b as usize] {
+                let ok = if s >= 0 {
+                    s < n_nonterminals as i64
+                } else {
+                    !s < n_terminals as i64
+                };
+                if !ok {
+                    return bad(format!("rule {r}: symbol {s} out of range"));
+                }
+                rhs.push(s as i32);
+            }
+            rules.push((l as u32, rhs));
+        }
+        let nullable = nullable_set(n_nonterminals, &rules);
+        let mut next_sym = Vec::new();
+        let mut lhs = Vec::new();
+        let mut starts: Vec<Vec<u32>> = vec![Vec::new(); n_nonterminals];
+        for (l, rhs) in &rules {
+            let base = next_sym.len() as u32;
+            starts[*l as usize].push(base);
+            for d in 0..=rhs.len() {
+                next_sym.push(if d < rhs.len() { rhs[d] } else { END });
+                lhs.push(*l);
+            }
+        }
+        // own[z]: z's rules at their start or past a prefix of nullable symbols (Aycock-Horspool)
+        let mut own_scan = vec![Vec::new(); n_nonterminals];
+        let mut own_wait = vec![Vec::new(); n_nonterminals];
+        for z in 0..n_nonterminals {
+            for &d0 in &starts[z] {
+                let mut d = d0;
+                loop {
+                    let s = next_sym[d as usize];
+                    if s == END {
+                        break;
+                    }
+                    if s < 0 {
+                        own_scan[z].push((!s as u32, d));
+                        break;
+                    }
+                    own_wait[z].push((s as u32, d));
+                    if !nullable[s as usize] {
+                        break;
+                    }
+                    d += 1;
+                }
+            }
+        }
+        let mut reach = Vec::with_capacity(n_nonterminals);
+        for z in 0..n_nonterminals {
+            let mut seen = vec![z as u32];
+            let mut in_seen: HashSet<u32> = HashSet::from([z as u32]);
+            let mut todo = vec![z as u32];
+            while let Some(y) = todo.pop() {
+                for &(w, _) in &own_wait[y as usize] {
+                    if in_seen.insert(w) {
+                        seen.push(w);
+                        todo.push(w);
+                    }
+                }
+            }
+            reach.push(seen);
+        }
+        Ok(Grammar {
+            next_sym,
+            lhs,
+            start: start as u32,
+            nullable,
+            own_scan,
+            own_wait,
+            reach,
+            items_per_set,
+        })
+    }
+}
+
+/// Nonterminals deriving the empty string (least fixed point).
+fn nullable_set(n: usize, rules: &[(u32, Vec<i32>)]) -> Vec<bool> {
+    let mut nullable = vec![false; n];
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for (l, rhs) in rules {
+            if !nullable[*l as usize] && rhs.iter().all(|&s| s >= 0 && nullable[s as usize]) {
+                nullable[*l as usize] = true;
+                changed = true;
+            }
+        }
+    }
+    nullable
+}
+
+/// Interned structural signatures of sets: equal signatures mean equal future behaviour. Ids are
+/// never reused; past `limit` entries the table starts again (only sharing is lost).
+#[derive(Debug)]
+pub struct Sigs {
+    ids: HashMap<Vec<u64>, u64>,
+    next: u64,
+    limit: usize,
+}
+
+impl Sigs {
+    pub fn new(limit: usize) -> Self {
+        Sigs {
+            ids: HashMap::new(),
+            next: 0,
+            limit,
+        }
+    }
+
+    fn intern(&mut self, key: Vec<u64>) -> u64 {
+        if let Some(&id) = self.ids.get(&key) {
+            return id;
+        }
+        if self.ids.len() >= self.limit {
+            self.ids.clear();
+        }
+        let id = self.next;
+        self.next += 1;
+        self.ids.insert(key, id);
+        id
+    }
+}
+
+/// A complete item `(dot, origin)`.
+type Item = (u32, Arc<ESet>);
+type Leo = Option<Item>;
+
+/// `E_k`: an immutable Earley set.
+#[derive(Debug)]
+pub struct ESet {
+    pub index: u32,
+    origins: Vec<Arc<ESet>>,
+    waiting: HashMap<u32, Vec<u64>>,
+    scan: HashMap<u32, Vec<u64>>,
+    /// whether the terminals read so far form a sentence
+    pub accepting: bool,
+    /// structural signature (see [`Sigs`])
+    pub sig: u64,
+    /// the lexer start states of the lexemes that may begin after this set (sorted)
+    pub pend: Vec<u32>,
+    leo: Mutex<HashMap<u32, Leo>>,
+    next: Mutex<HashMap<u32, Weak<ESet>>>,
+}
+
+/// What building one set needs besides its kernel.
+pub struct Ctx<'a> {
+    pub g: &'a Grammar,
+    pub lx: &'a Lexer,
+    pub sigs: &'a mut Sigs,
+    /// sets built recently, held so that speculative sets asked again soon are not rebuilt
+    pub recent: &'a mut VecDeque<Arc<ESet>>,
+    pub recent_limit: usize,
+}
+
+impl ESet {
+    /// `E_0`: the predictions of the start symbol.
+    pub fn initial(cx: &mut Ctx<'_>) -> Result<Arc<ESet>, CfgError> {
+        ESet::build(cx, 0, Vec::new(), Some(cx.g.start))
+    }
+
+    /// The terminals this set can scan next.
+    pub fn allows(&self, t: u32) -> bool {
+        self.scan.contains_key(&t)
+    }
+
+    fn build(
+        cx: &mut Ctx<'_>,
+        index: u32,
+        kernel: Vec<(u32, Arc<ESet>)>,
+        predict: Option<u32>,
+    ) -> Result<Arc<ESet>, CfgError> {
+        let g = cx.g;
+        let mut items: HashSet<u64> = HashSet::new();
+        let mut slot_of: HashMap<*const ESet, u32> = HashMap::new();
+        let mut origins: Vec<Arc<ESet>> = Vec::new();
+        let mut waiting: HashMap<u32, Vec<u64>> = HashMap::new();
+        let mut scan: HashMap<u32, Vec<u64>> = HashMap::new();
+        let mut predicted: HashSet<u32> = HashSet::new();
+        let predict_ = |x: u32,
+                        predicted: &mut HashSet<u32>,
+                        scan: &mut HashMap<u32, Vec<u64>>,
+                        waiting: &mut HashMap<u32, Vec<u64>>| {
+            for &z in &g.reach[x as usize] {
+                if predicted.insert(z) {
+                    for &(t, d) in &g.own_scan[z as usize] {
+                        scan.entry(t).or_default().push(u64::from(d) << SHIFT);
+                    }
+                    for &(w, d) in &g.own_wait[z as usize] {
+                        waiting.entry(w).or_default().push(u64::from(d) << SHIFT);
+                    }
+                }
+            }
+        };
+        if let Some(x) = predict {
+            predict_(x, &mut predicted, &mut scan, &mut waiting);
+        }
+        let mut agenda = kernel;
+        let mut accepting = false;
+        let mut budget = g.items_per_set;
+        while let Some((dot, origin)) = agenda.pop() {
+            if budget == 0 {
+                return Err(CfgError::Budget {
+                    budget: "earley_items_per_set",
+                    value: g.items_per_set,
+                    what: format!(
+                        "an Earley set needs more items than allowed (a highly ambiguous grammar?) at lexeme {index}"
+                    ),
+                });
+            }
+            budget -= 1;
+            let key = Arc::as_ptr(&origin);
+            let k = match slot_of.get(&key) {
+                Some(&k) => k,
+                None => {
+                    origins.push(Arc::clone(&origin));
+                    let k = origins.len() as u32;
+                    slot_of.insert(key, k);
+                    k
+                }
+            };
+            let it = u64::from(dot) << SHIFT | u64::from(k);
+            if !items.insert(it) {
+                continue;
+            }
+            let sym = g.next_sym[dot as usize];
+            if sym == END {
+                let x = g.lhs[dot as usize];
+                if x == g.start && origin.index == 0 {
+                    accepting = true;
+                }
+                if let Some((ld, lo)) = origin.leo_item(g, x) {
+                    agenda.push((ld, lo));
+                    continue;
+                }
+                if let Some(w) = origin.waiting.get(&x) {
+                    for &it2 in w {
+                        let k2 = (it2 & SLOT) as usize;
+                        let o2 = if k2 != 0 {
+                            Arc::clone(&origin.origins[k2 - 1])
+                        } else {
+                            Arc::clone(&origin)
+                        };
+                        agenda.push(((it2 >> SHIFT) as u32 + 1, o2));
+                    }
+                }
+            } else if sym >= 0 {
+                let y = sym as u32;
+                waiting.entry(y).or_default().push(it);
+                if !predicted.contains(&y) {
+                    predict_(y, &mut predicted, &mut scan, &mut waiting);
+                }
+                if g.nullable[y as usize] {
+                    agenda.push((dot + 1, origin));
+                }
+            } else {
+                scan.entry(!sym as u32).or_default().push(it);
+            }
+        }
+        let accepting = accepting || (index == 0 && g.nullable[g.start as usize]);
+        // the signature: sorted (dot, origin signature) of the items, then the predictions
+        let mut parts: Vec<(u64, u64)> = items
+            .iter()
+            .map(|&it| (it >> SHIFT, origins[(it & SLOT) as usize - 1].sig))
+            .collect();
+        parts.sort_unstable();
+        let mut pred: Vec<u32> = predicted.into_iter().collect();
+        pred.sort_unstable();
+        let mut key = Vec::with_capacity(2 * parts.len() + pred.len() + 1);
+        key.push(parts.len() as u64);
+        for (d, s) in parts {
+            key.push(d);
+            key.push(s);
+        }
+        key.extend(pred.iter().map(|&p| u64::from(p)));
+        let sig = cx.sigs.intern(key);
+        let lx = cx.lx;
+        let mut pend: Vec<u32> = scan
+            .keys()
+            .map(|&t| lx.start[t as usize])
+            .chain(lx.ignore_starts.iter().copied())
+            .filter(|&q| q != 0)
+            .collect();
+        pend.sort_unstable();
+        pend.dedup();
+        let set = Arc::new(ESet {
+            index,
+            origins,
+            waiting,
+            scan,
+            accepting,
+            sig,
+            pend,
+            leo: Mutex::new(HashMap::new()),
+            next: Mutex::new(HashMap::new()),
+        });
+        if cx.recent_limit > 0 {
+            if cx.recent.len() >= cx.recent_limit {
+                cx.recent.pop_front();
+            }
+            cx.recent.push_back(Arc::clone(&set));
+        }
+        Ok(set)
+    }
+
+    /// One link of Leo's deterministic reduction path for completing `x` into this set.
+    fn leo_link(&self, g: &Grammar, x: u32) -> Option<(u32, Arc<ESet>)> {
+        let w = self.waiting.get(&x)?;
+        if w.len() != 1 || w[0] & SLOT == 0 {
+            return None;
+        }
+        let d = (w[0] >> SHIFT) as u32;
+        let o = &self.origins[(w[0] & SLOT) as usize - 1];
+        if g.next_sym[d as usize + 1] != END || (g.lhs[d as usize] == g.start && o.index == 0) {
+            return None;
+        }
+        Some((d, Arc::clone(o)))
+    }
+
+    /// Leo's topmost complete item for completing `x` into this set, if the path is deterministic
+    /// (iterative: the path may be as long as the output).
+    fn leo_item(self: &Arc<Self>, g: &Grammar, x: u32) -> Leo {
+        let mut chain: Vec<(Arc<ESet>, u32, Item)> = Vec::new();
+        let mut cur = Arc::clone(self);
+        let mut sym = x;
+        let tail: Leo = loop {
+            if let Some(hit) = lock(&cur.leo).get(&sym) {
+                break hit.clone();
+            }
+            match cur.leo_link(g, sym) {
+                Some((d, o)) => {
+                    let up = g.lhs[d as usize];
+                    chain.push((Arc::clone(&cur), sym, (d + 1, Arc::clone(&o))));
+                    cur = o;
+                    sym = up;
+                }
+                None => {
+                    lock(&cur.leo).insert(sym, None);
+                    break None;
+                }
+            }
+        };
+        let mut res = tail;
+        for (s, y, cand) in chain.into_iter().rev() {
+            if res.is_none() {
+                res = Some(cand);
+            }
+            lock(&s.leo).insert(y, res.clone());
+        }
+        res
+    }
+
+    /// `E_{k+1}` after terminal `t`, or None if no item scans `t`. Memoised through a weak
+    /// reference: a speculative set nobody holds is freed.
+    pub fn advance(
+        self: &Arc<Self>,
+        cx: &mut Ctx<'_>,
+        t: u32,
+    ) -> Result<Option<Arc<ESet>>, CfgError> {
+        let Some(src) = self.scan.get(&t) else {
+            return Ok(None);
+        };
+        if let Some(hit) = lock(&self.next).get(&t).and_then(Weak::upgrade) {
+            return Ok(Some(hit));
+        }
+        let kernel: Vec<(u32, Arc<ESet>)> = src
+            .iter()
+            .map(|&it| {
+                let k = (it & SLOT) as usize;
+                let o = if k != 0 {
+                    Arc::clone(&self.origins[k - 1])
+                } else {
+                    Arc::clone(self)
+                };
+                ((it >> SHIFT) as u32 + 1, o)
+            })
+            .collect();
+        let nxt = ESet::build(cx, self.index + 1, kernel, None)?;
+        lock(&self.next).insert(t, Arc::downgrade(&nxt));
+        Ok(Some(nxt))
+    }
+}
+
+impl Drop for ESet {
+    /// Free the chain of origin sets this set alone held, without recursing once per set.
+    fn drop(&mut self) {
+        let mut stack: Vec<Arc<ESet>> = std::mem::take(&mut self.origins);
+        let leo = std::mem::take(&mut *lock(&self.leo));
+        stack.extend(leo.into_values().flatten().map(|(_, s)| s));
+        while let Some(a) = stack.pop() {
+            if let Ok(mut inner) = Arc::try_unwrap(a) {
+                stack.append(&mut inner.origins);
+                let leo = std::mem::take(&mut *lock(&inner.leo));
+                stack.extend(leo.into_values().flatten().map(|(_, s)| s));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A lexer with `n` one-byte terminals: terminal t is the byte b'a' + t.
+    fn bytes_lexer(n: usize) -> Lexer {
+        let states = 1 + 2 * n;
+        let mut table = vec![0u32; states * 256];
+        let mut acc = vec![false; states];
+        let mut term = vec![0u32; states];
+        let mut start = Vec::new();
+        for t in 0..n {
+            let s = 1 + 2 * t;
+            table[s * 256 + usize::from(b'a') + t] = s as u32 + 1;
+            acc[s + 1] = true;
+            term[s] = t as u32;
+            term[s + 1] = t as u32;
+            start.push(s as u32);
+        }
+        Lexer::new(table, acc, term, start, vec![true; n], vec![false; n]).unwrap()
+    }
+
+    /// Recognise `terms` with the grammar; None when a terminal is refused.
+    fn run(g: &Grammar, lx: &Lexer, terms: &[u32]) -> Option<bool> {
+        let mut sigs = Sigs::new(1000);
+        let mut recent = VecDeque::new();
+        let mut cx = Ctx {
+            g,
+            lx,
+            sigs: &mut sigs,
+            recent: &mut recent,
+            recent_limit: 4,
+        };
+        let mut e = ESet::initial(&mut cx).unwrap();
+        for &t in terms {
+            e = e.advance(&mut cx, t).unwrap()?;
+        }
+        Some(e.accepting)
+    }
+
+    #[test]
+    fn right_recursion_nullable_and_leo() {
+        // s -> "a" s | "b" ; s is right recursive (Leo applies)
+        let g = Grammar::new(1, 2, &[0, 0], &[0, 2, 3], &[!0, 0, !1], 0, 1000).unwrap();
+        let lx = bytes_lexer(2);
+        let mut long = vec![0u32; 5000];
+        long.push(1);
+        assert_eq!(run(&g, &lx, &long), Some(true));
+        assert_eq!(run(&g, &lx, &[0, 0]), Some(false));
+        assert_eq!(run(&g, &lx, &[1, 0]), None);
+        // s -> a b a ; a -> "a" | ; b -> "b" b |
+        let g = Grammar::new(
+            3,
+            2,
+            &[0, 1, 1, 2, 2],
+            &[0, 3, 4, 4, 6, 6],
+            &[1, 2, 1, !0, !1, 2],
+            0,
+            1000,
+        )
+        .unwrap();
+        assert_eq!(run(&g, &lx, &[]), Some(true));
+        assert_eq!(run(&g, &lx, &[0, 1, 1, 0]), Some(true));
+        assert_eq!(run(&g, &lx, &[1, 0]), Some(true));
+        assert_eq!(run(&g, &lx, &[0, 0, 0]), None);
+    }
+
+    #[test]
+    fn ambiguity_hits_the_item_budget() {
+        // s -> s s | "a": n**2 / 2 items after n lexemes
+        let g = Grammar::new(1, 1, &[0, 0], &[0, 2, 3], &[0, 0, !0], 0, 50).unwrap();
+        let lx = bytes_lexer(1);
+        let mut sigs = Sigs::new(10);
+        let mut recent = VecDeque::new();
+        let mut cx = Ctx {
+            g: &g,
+            lx: &lx,
+            sigs: &mut sigs,
+            recent: &mut recent,
+            recent_limit: 0,
+        };
+        let mut e = ESet::initial(&mut cx).unwrap();
+        let err = loop {
+            match e.advance(&mut cx, 0) {
+                Ok(Some(n)) => e = n,
+                Ok(None) => panic!("refused"),
+                Err(err) => break err,
+            }
+        };
+        assert!(matches!(
+            err,
+            CfgError::Budget {
+                budget: "earley_items_per_set",
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn refuses_bad_rules() {
+        assert!(Grammar::new(1, 1, &[0], &[0, 1], &[5], 0, 10).is_err());
+        assert!(Grammar::new(1, 1, &[0], &[0, 1], &[!3], 0, 10).is_err());
+        assert!(Grammar::new(1, 1, &[0], &[0, 2], &[0], 0, 10).is_err());
+        assert!(Grammar::new(1, 1, &[0], &[0, 1], &[!0], 1, 10).is_err());
+    }
+}

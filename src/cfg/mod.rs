@@ -1,0 +1,413 @@
+//! The CFG engine: a context-free grammar over byte-DFA terminals bound to a vocabulary, with the
+//! Python engine's language semantics (`grammarmask/cfg`, the executable specification): lark's
+//! dynamic lexer with greedy terminals (shadows), non-greedy terminals, ignore terminals, and
+//! nondeterministic cuts (a state is a set of configurations).
+//!
+//! One job per module: [`lexer`] the combined terminal DFAs and the lexer-state machine, [`earley`]
+//! the persistent Earley recognizer, [`walk`] stepping configurations and the mask walk. This module
+//! holds the compiled grammar ([`CfgEngine`]): immutable tables, plus the caches behind one lock.
+//! States ([`State`]) are immutable values holding the Earley sets they need, so fork and rollback
+//! are free and a dropped state frees its part of the chart.
+
+pub mod earley;
+pub mod lexer;
+pub mod walk;
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::classes::ByteClasses;
+use crate::lru::Lru;
+use crate::trie::TokenTrie;
+use crate::vocab::{lock, Vocab};
+use earley::{Ctx, ESet, Grammar, Sigs};
+use lexer::{LexCache, Lexer, NONE};
+use walk::{WConf, Walk};
+
+/// Why the CFG engine refused: unusable input, or a budget of `grammarmask.Limits` ran out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CfgError {
+    Grammar(String),
+    Budget {
+        budget: &'static str,
+        value: usize,
+        what: String,
+    },
+}
+
+impl fmt::Display for CfgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CfgError::Grammar(m) => f.write_str(m),
+            CfgError::Budget {
+                budget,
+                value,
+                what,
+            } => write!(f, "{what}: over the {budget} budget ({value})"),
+        }
+    }
+}
+
+impl std::error::Error for CfgError {}
+
+/// The budgets and cache bounds of `grammarmask.Limits` this engine reads.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub earley_items_per_set: usize,
+    pub earley_signatures: usize,
+    pub earley_recent: usize,
+    pub cfg_configs: usize,
+    pub cfg_walk_visits: usize,
+    pub cfg_masks: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            earley_items_per_set: 100_000,
+            earley_signatures: 200_000,
+            earley_recent: 256,
+            cfg_configs: 4096,
+            cfg_walk_visits: 10_000,
+            cfg_masks: 2048,
+        }
+    }
+}
+
+/// A configuration: the Earley set after the lexemes closed so far, the lexer state, whether the
+/// output ends at a lexeme boundary.
+#[derive(Debug, Clone)]
+pub struct Conf {
+    pub set: Arc<ESet>,
+    pub lex: u32,
+    pub fresh: bool,
+}
+
+/// A state's configurations by (set signature, lexer state, fresh), sorted.
+type Key = Vec<(u64, u32, bool)>;
+
+/// A matcher state: the configurations still possible (empty: the output left the language), and
+/// a key naming its behaviour (equal keys: equal masks, answers and successors).
+#[derive(Debug)]
+pub struct State {
+    confs: Vec<Conf>,
+    key: Key,
+    grammar: u64,
+}
+
+impl State {
+    fn new(grammar: u64, confs: Vec<Conf>) -> State {
+        let mut key: Key = confs.iter().map(|c| (c.set.sig, c.lex, c.fresh)).collect();
+        key.sort_unstable();
+        key.dedup();
+        State {
+            confs,
+            key,
+            grammar,
+        }
+    }
+
+    /// Number of configurations (0: the output left the language).
+    pub fn len(&self) -> usize {
+        self.confs.len()
+    }
+
+    /// Whether no configuration is left.
+    pub fn is_empty(&self) -> bool {
+        self.confs.is_empty()
+    }
+
+    /// Whether the output so far is a sentence: some configuration at a boundary accepts.
+    pub fn accepting(&self) -> bool {
+        self.confs.iter().any(|c| c.fresh && c.set.accepting)
+    }
+}
+
+impl PartialEq for State {
+    fn eq(&self, other: &Self) -> bool {
+        self.grammar == other.grammar && self.key == other.key
+    }
+}
+
+impl Eq for State {}
+
+impl Hash for State {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.grammar.hash(h);
+        self.key.hash(h);
+    }
+}
+
+/// What changes while the grammar is used: the lexer-state machine, signatures, recent sets, masks.
+struct Caches {
+    lex: LexCache,
+    sigs: Sigs,
+    recent: VecDeque<Arc<ESet>>,
+    masks: Lru<Key, Arc<[u32]>>,
+}
+
+static SERIAL: AtomicU64 = AtomicU64::new(0);
+
+/// A CFG bound to a vocabulary. Immutable tables; the caches sit behind one lock, held for a whole
+/// `advance` or mask computation (different grammars run in parallel).
+pub struct CfgEngine {
+    vocab: Arc<Vocab>,
+    trie: Arc<TokenTrie>,
+    lexer: Lexer,
+    grammar: Grammar,
+    limits: Limits,
+    caches: Mutex<Caches>,
+    initial: Arc<State>,
+    serial: u64,
+}
+
+impl fmt::Debug for CfgEngine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CfgEngine")
+            .field("serial", &self.serial)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CfgEngine {
+    /// Bind `grammar` over `lexer` to `vocab`.
+    pub fn new(
+        vocab: Arc<Vocab>,
+        lexer: Lexer,
+        grammar: Grammar,
+        limits: Limits,
+    ) -> Result<CfgEngine, CfgError> {
+        let trie = vocab.trie(&ByteClasses::identity().map);
+        let mut caches = Caches {
+            lex: LexCache::new(),
+            sigs: Sigs::new(limits.earley_signatures.max(1)),
+            recent: VecDeque::new(),
+            masks: Lru::new(limits.cfg_masks),
+        };
+        let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
+        let e0 = {
+            let mut cx = Ctx {
+                g: &grammar,
+                lx: &lexer,
+                sigs: &mut caches.sigs,
+                recent: &mut caches.recent,
+                recent_limit: limits.earley_recent,
+            };
+            ESet::initial(&mut cx)?
+        };
+        let lex = caches.lex.fresh(&lexer, &e0.pend, 0, e0.accepting);
+        let confs = if lex == NONE {
+            Vec::new()
+        } else {
+            vec![Conf {
+                set: e0,
+                lex,
+                fresh: true,
+            }]
+        };
+        let initial = Arc::new(State::new(serial, confs));
+        Ok(CfgEngine {
+            vocab,
+            trie,
+            lexer,
+            grammar,
+            limits,
+            caches: Mutex::new(caches),
+            initial,
+            serial,
+        })
+    }
+
+    /// The state before any output.
+    pub fn initial(&self) -> Arc<State> {
+        Arc::clone(&self.initial)
+    }
+
+    fn check(&self, state: &State) -> Result<(), CfgError> {
+        if state.grammar != self.serial {
+            return Err(CfgError::Grammar(
+                "native CFG: the state belongs to another compiled grammar".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Run `f` with a walk over the caches (under the lock) and `state`'s configurations.
+    fn with_walk<T>(
+        &self,
+        state: &State,
+        count_visits: bool,
+        f: impl FnOnce(&mut Walk<'_>, Vec<WConf>) -> Result<T, CfgError>,
+    ) -> Result<T, CfgError> {
+        self.check(state)?;
+        let mut guard = lock(&self.caches);
+        let c = &mut *guard;
+        let cx = Ctx {
+            g: &self.grammar,
+            lx: &self.lexer,
+            sigs: &mut c.sigs,
+            recent: &mut c.recent,
+            recent_limit: self.limits.earley_recent,
+        };
+        let mut w = Walk::new(cx, &mut c.lex, &self.limits, count_visits);
+        let root: Vec<WConf> = state
+            .confs
+            .iter()
+            .map(|k| WConf {
+                set: w.local(&k.set),
+                lex: k.lex,
+                fresh: k.fresh,
+            })
+            .collect();
+        f(&mut w, root)
+    }
+
+    /// The state after `data` (empty when `data` leaves the language's prefixes).
+    pub fn feed(&self, state: &State, data: &[u8]) -> Result<Arc<State>, CfgError> {
+        self.with_walk(state, false, |w, root| {
+            let mut cur = root;
+            let mut nxt = Vec::new();
+            for &b in data {
+                w.step(&cur, b, &mut nxt)?;
+                std::mem::swap(&mut cur, &mut nxt);
+                if cur.is_empty() {
+                    break;
+                }
+            }
+            let confs = cur
+                .iter()
+                .map(|c| Conf {
+                    set: Arc::clone(&w.sets[c.set as usize]),
+                    lex: c.lex,
+                    fresh: c.fresh,
+                })
+                .collect();
+            Ok(Arc::new(State::new(self.serial, confs)))
+        })
+    }
+
+    /// The state after token `token`, None when it is illegal (or special, empty, out of range).
+    pub fn advance(&self, state: &State, token: i64) -> Result<Option<Arc<State>>, CfgError> {
+        let Some(data) = self.vocab.normal_bytes(token) else {
+            self.check(state)?;
+            return Ok(None);
+        };
+        let next = self.feed(state, data)?;
+        Ok(if next.is_empty() { None } else { Some(next) })
+    }
+
+    /// Mask words of the legal normal tokens in `state` (cached by the state's key).
+    pub fn mask(&self, state: &State) -> Result<Arc<[u32]>, CfgError> {
+        self.check(state)?;
+        if let Some(hit) = lock(&self.caches).masks.get(&state.key) {
+            return Ok(Arc::clone(hit));
+        }
+        let mut words = vec![0u32; self.vocab.n_words()];
+        if !state.is_empty() {
+            self.with_walk(state, true, |w, root| w.mask(&self.trie, &root, &mut words))?;
+        }
+        let words: Arc<[u32]> = words.into();
+        lock(&self.caches)
+            .masks
+            .put(state.key.clone(), Arc::clone(&words));
+        Ok(words)
+    }
+
+    /// Masks held in the cache.
+    pub fn masks_cached(&self) -> usize {
+        lock(&self.caches).masks.len()
+    }
+
+    /// Lexer states made so far (a diagnostic).
+    pub fn lexer_states(&self) -> usize {
+        lock(&self.caches).lex.states.len()
+    }
+
+    /// Number of terminals.
+    pub fn n_terminals(&self) -> usize {
+        self.lexer.n_terminals()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `start: NAME ("," NAME)*` with NAME = /[ab]+/ (greedy) and an ignored " ", as flat tables.
+    fn engine(tokens: &[&[u8]]) -> CfgEngine {
+        // terminals: 0 NAME (states 1 -> 2 loop), 1 "," (3 -> 4), 2 " " (5 -> 6)
+        let mut table = vec![0u32; 7 * 256];
+        for b in [b'a', b'b'] {
+            table[256 + usize::from(b)] = 2;
+            table[2 * 256 + usize::from(b)] = 2;
+        }
+        table[3 * 256 + usize::from(b',')] = 4;
+        table[5 * 256 + usize::from(b' ')] = 6;
+        let lexer = Lexer::new(
+            table,
+            vec![false, false, true, false, true, false, true],
+            vec![0, 0, 0, 1, 1, 2, 2],
+            vec![1, 3, 5],
+            vec![true, true, true],
+            vec![false, false, true],
+        )
+        .unwrap();
+        // start -> NAME rest ; rest -> "," NAME rest | (empty)
+        let grammar = Grammar::new(
+            2,
+            3,
+            &[0, 1, 1],
+            &[0, 2, 5, 5],
+            &[!0, 1, !1, !0, 1],
+            0,
+            1000,
+        )
+        .unwrap();
+        let mut toks: Vec<Vec<u8>> = vec![b"".to_vec()];
+        toks.extend(tokens.iter().map(|t| t.to_vec()));
+        let n = toks.len();
+        let vocab = Arc::new(Vocab::from_tokens(toks, &[0], n).unwrap());
+        CfgEngine::new(vocab, lexer, grammar, Limits::default()).unwrap()
+    }
+
+    fn legal(e: &CfgEngine, s: &State) -> Vec<u32> {
+        let words = e.mask(s).unwrap();
+        (0..e.vocab.size() as u32)
+            .filter(|&t| words[t as usize >> 5] >> (t & 31) & 1 == 1)
+            .collect()
+    }
+
+    #[test]
+    fn greedy_names_need_a_separator() {
+        let e = engine(&[b"a", b"b", b",", b" ", b"ab", b"a,", b",,"]);
+        let s0 = e.initial();
+        assert_eq!(legal(&e, &s0), vec![1, 2, 4, 5, 6]);
+        assert!(!s0.accepting());
+        let s1 = e.advance(&s0, 1).unwrap().unwrap();
+        assert!(s1.accepting());
+        assert_eq!(legal(&e, &s1), vec![1, 2, 3, 4, 5, 6]);
+        let s2 = e.advance(&s1, 4).unwrap().unwrap(); // "a " : a NAME closed, then an ignored space
+        assert_eq!(legal(&e, &s2), vec![3, 4]); // "a a" would be two NAMEs with no comma
+        assert!(e.advance(&s2, 1).unwrap().is_none());
+        assert!(e.advance(&s1, 7).unwrap().is_none()); // ",,"
+        assert!(e.advance(&s1, 0).unwrap().is_none()); // special
+        assert!(e.advance(&s1, 99).unwrap().is_none());
+        assert!(e.feed(&s0, b"a, b").unwrap().accepting());
+        assert!(e.feed(&s0, b"a b").unwrap().is_empty());
+    }
+
+    #[test]
+    fn states_are_values_of_their_grammar() {
+        let e = engine(&[b"a"]);
+        let other = engine(&[b"a"]);
+        let s = e.initial();
+        let a = e.advance(&s, 1).unwrap().unwrap();
+        let b = e.advance(&s, 1).unwrap().unwrap();
+        assert_eq!(a, b);
+        assert_ne!(*a, *s);
+        assert!(other.mask(&s).is_err());
+    }
+}

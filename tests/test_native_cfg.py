@@ -1,0 +1,398 @@
+"""The native CFG engine against its specification: native == Python == brute force, every step.
+
+At each step of a walk the Rust engine (:class:`grammarmask.native.cfg.NativeCompiledCfg`) and the
+Python engine (:class:`grammarmask.cfg.CompiledCfg`) must give the same mask words and the same
+accepting flag; on small vocabularies the mask must also equal the brute-force mask
+(``reference_mask`` over byte-by-byte viability: lark's own parser for the grammars of
+tests/test_cfg_exact.py, the Python engine's byte-level ``feed`` for generated grammars). An illegal
+token is rejected by both, leaving the state as it was. On tekken: the shipped grammars and JSON
+schemas token by token along tokenized documents and random walks.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import grammarmask as gm
+from grammarmask.cfg import CompiledCfg
+from grammarmask.errors import GrammarError
+from grammarmask.frontends.gbnf import Gbnf
+from grammarmask.frontends.lark import Lark
+from grammarmask.ir.builder import build_cfg
+from grammarmask.limits import Limits, in_force
+from grammarmask.mask import Mask
+from grammarmask.native.cfg import NativeCompiledCfg
+from grammarmask.testing import reference_mask
+
+from .test_cfg_exact import CASES
+from .test_cfg_exact import _setup as exact_setup
+from .test_cfg_shipped import EXAMPLES
+
+GRAMMARS = Path(__file__).resolve().parents[1] / "grammars"
+
+
+def cfg_of(grammar: gm.Grammar) -> Any:
+    if isinstance(grammar, (Lark, Gbnf)):
+        return grammar.cfg
+    assert isinstance(grammar, gm.JsonSchema)
+    return build_cfg(grammar.rules())
+
+
+def pair(grammar: gm.Grammar, vocab: gm.Vocabulary, limits: Limits | None = None
+         ) -> tuple[NativeCompiledCfg, CompiledCfg]:
+    cfg = cfg_of(grammar)
+    with in_force(limits) as lim:
+        return NativeCompiledCfg(cfg, vocab, lim), CompiledCfg(cfg, vocab, lim)
+
+
+def legal_ids(words: np.ndarray, vocab: gm.Vocabulary) -> list[int]:
+    return [int(t) for t in Mask(words.copy(), vocab.size).token_ids()]
+
+
+def describe(vocab: gm.Vocabulary, got: Mask, want: Mask) -> str:
+    tb = vocab.token_bytes
+    extra = [tb[t] for t in (got - want).token_ids()[:6]]
+    missing = [tb[t] for t in (want - got).token_ids()[:6]]
+    return f"wrongly legal {extra}, wrongly illegal {missing}"
+
+
+def check_step(nat: NativeCompiledCfg, py: CompiledCfg, sn: Any, sp: Any, out: bytes,
+               viable: Callable[[bytes], bool] | None, complete: Callable[[bytes], bool] | None) -> Mask:
+    """Masks and accepting flags of the two engines agree (and with brute force when given)."""
+    vocab = nat.vocab
+    wn, wp = nat.state_mask_words(sn), py.state_mask_words(sp)
+    got = Mask(wn.copy(), vocab.size)
+    ref = Mask(wp.copy(), vocab.size)
+    assert got == ref, f"after {out!r}: native vs python: {describe(vocab, got, ref)}"
+    assert nat.is_accepting_state(sn) == py.is_accepting_state(sp), out
+    if viable is not None:
+        want = reference_mask(viable, vocab, out)
+        assert got == want, f"after {out!r}: native vs brute force: {describe(vocab, got, want)}"
+        if complete is not None:
+            assert nat.is_accepting_state(sn) == complete(out), out
+    return got
+
+
+def walk_both(nat: NativeCompiledCfg, py: CompiledCfg, choose: Callable[[Sequence[int]], int], steps: int,
+              viable: Callable[[bytes], bool] | None = None,
+              complete: Callable[[bytes], bool] | None = None) -> bytes:
+    """A random walk over legal tokens, every answer of both engines checked; an illegal token is
+    rejected by both and moves nothing."""
+    vocab = nat.vocab
+    sn, sp = nat.initial_state(), py.initial_state()
+    assert bool(sn) == bool(sp)
+    out = b""
+    for _ in range(steps):
+        got = check_step(nat, py, sn, sp, out, viable, complete)
+        ids = legal_ids(got.words, vocab)
+        illegal = (~got).token_ids()
+        illegal = illegal[illegal != vocab.eos_token_id]
+        if illegal.size:
+            bad = int(illegal[choose(range(illegal.size)) % illegal.size])
+            assert nat.advance_state(sn, bad) is None and py.advance_state(sp, bad) is None
+        if not ids:
+            break
+        t = ids[choose(ids) % len(ids)]
+        sn2, sp2 = nat.advance_state(sn, t), py.advance_state(sp, t)
+        assert sn2 is not None and sp2 is not None, (out, vocab.token_bytes[t])
+        sn, sp = sn2, sp2
+        out += vocab.token_bytes[t]
+    check_step(nat, py, sn, sp, out, viable, complete)
+    return out
+
+
+# ---- lark's own parser as the oracle (the grammars of test_cfg_exact) ------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_short_prefix_matches_lark(name: str) -> None:
+    oracle, vocab, _, alpha = exact_setup(name)
+    g = Lark(CASES[name][0])
+    nat, py = pair(g, vocab)
+    m = CASES[name][3]
+    checked = 0
+    for n in range(m + 1):
+        for p in itertools.product(alpha, repeat=n):
+            prefix = "".join(p).encode()
+            if prefix and not oracle.viable(prefix[:-1]):
+                continue
+            sn, sp = nat.feed(nat.initial_state(), prefix), py.feed(py.initial_state(), prefix)
+            assert bool(sn) == bool(sp) == oracle.viable(prefix), prefix
+            if sn:
+                check_step(nat, py, sn, sp, prefix, oracle.viable, oracle.complete)
+            checked += 1
+    assert checked > m
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(sorted(CASES)), seed=st.integers(0, 2**32))
+def test_random_walks_match_lark(name: str, seed: int) -> None:
+    oracle, vocab, _, _ = exact_setup(name)
+    nat, py = pair(Lark(CASES[name][0]), vocab)
+    rng = random.Random(seed)
+    limit = CASES[name][3]
+    sn, sp, out = nat.initial_state(), py.initial_state(), b""
+    while True:
+        got = check_step(nat, py, sn, sp, out, oracle.viable, oracle.complete)
+        ids = [t for t in legal_ids(got.words, vocab) if len(out) + len(vocab.token_bytes[t]) <= limit]
+        if not ids:
+            break
+        t = rng.choice(ids)
+        sn, sp = nat.advance_state(sn, t), py.advance_state(sp, t)
+        out += vocab.token_bytes[t]
+
+
+# ---- generated grammars (Lark: greedy terminals; GBNF: non-greedy) -----------------------------------------
+
+LARK_TERMS = ['"a"', '"b"', '"ab"', '"aa"', "/a+/", "/[ab]+/", "/b?a/", "/(ab)+/", "/a|ba/", '"c"i']
+GBNF_ATOMS = ['"a"', '"b"', '"ab"', "[ab]", "[ab]+", '"c"', "[a-c]?", '"ba"']
+SUFFIX = st.sampled_from(["", "", "", "?", "*", "+"])
+
+
+@st.composite
+def lark_grammars(draw: st.DrawFn) -> str:
+    names = ["start", "x", "y"][: draw(st.integers(1, 3))]
+    terms = draw(st.lists(st.sampled_from(LARK_TERMS), min_size=1, max_size=3, unique=True))
+    tnames = [f"T{i}" for i in range(len(terms))]
+    symbols = st.sampled_from(tnames + names + ['"c"', '"a"'])
+    lines = []
+    for n in names:
+        alts = []
+        for _ in range(draw(st.integers(1, 3))):
+            items = draw(st.lists(st.tuples(symbols, SUFFIX), min_size=0, max_size=3))
+            alts.append(" ".join(f"{s}{suf}" if suf and s != n else s for s, suf in items))
+        lines.append(f"{n}: " + " | ".join(alts))
+    lines += [f"{t}: {d}" for t, d in zip(tnames, terms, strict=True)]
+    if draw(st.booleans()):
+        lines.append('%ignore " "')
+    return "\n".join(lines) + "\n"
+
+
+@st.composite
+def gbnf_grammars(draw: st.DrawFn) -> str:
+    names = ["root", "x", "y"][: draw(st.integers(1, 3))]
+    symbols = st.sampled_from(GBNF_ATOMS + names)
+    lines = []
+    for n in names:
+        alts = []
+        for _ in range(draw(st.integers(1, 3))):
+            items = draw(st.lists(st.tuples(symbols, SUFFIX), min_size=1, max_size=3))
+            alts.append(" ".join(f"{s}{suf}" if not s.endswith(("+", "?")) else s for s, suf in items))
+        lines.append(f"{n} ::= " + " | ".join(alts))
+    return "\n".join(lines) + "\n"
+
+
+def small_vocab() -> gm.Vocabulary:
+    words = ["".join(p) for n in (1, 2) for p in itertools.product("abc ", repeat=n)]
+    words += ["aaa", "aba", "bab", "abab", " a ", "c c", "cab", "A", "C"]
+    return gm.Vocabulary.from_tokens([b"", b"<s>", *(w.encode() for w in words)], eos_token_id=0,
+                                     special_token_ids=(1,), size=len(words) + 5)
+
+
+SMALL = small_vocab()
+
+
+def generated_walk(grammar: gm.Grammar, seed: int) -> None:
+    nat, py = pair(grammar, SMALL)
+
+    def viable(d: bytes) -> bool:  # byte by byte through the Python engine: no token walks involved
+        return bool(py.feed(py.initial_state(), d))
+
+    def complete(d: bytes) -> bool:
+        return py.is_accepting_state(py.feed(py.initial_state(), d))
+
+    rng = random.Random(seed)
+    for _ in range(2):
+        walk_both(nat, py, lambda o: rng.randrange(len(o)), 8, viable, complete)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=lark_grammars(), seed=st.integers(0, 2**32))
+def test_generated_lark_grammars_agree(text: str, seed: int) -> None:
+    try:
+        g = Lark(text)
+    except GrammarError:
+        assume(False)
+        return
+    generated_walk(g, seed)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=gbnf_grammars(), seed=st.integers(0, 2**32))
+def test_generated_gbnf_grammars_agree(text: str, seed: int) -> None:
+    try:
+        g = Gbnf(text)
+    except GrammarError:
+        assume(False)
+        return
+    try:
+        generated_walk(g, seed)
+    except gm.BudgetExceeded as e:  # 'x ::= x x | ...' splits text many ways: both engines must say so
+        assume(e.budget in ("cfg_configs", "earley_items_per_set", "cfg_walk_visits"))
+
+
+# ---- the shipped grammars and JSON schemas on tekken -------------------------------------------------------
+
+SHIPPED = sorted(p.name for p in GRAMMARS.iterdir() if p.suffix in (".lark", ".gbnf"))
+
+
+def shipped(name: str) -> gm.Grammar:
+    text = (GRAMMARS / name).read_text("utf-8")
+    return Lark(text) if name.endswith(".lark") else Gbnf(text)
+
+
+def token_by_token(nat: NativeCompiledCfg, py: CompiledCfg, ids: list[int]) -> None:
+    sn, sp = nat.initial_state(), py.initial_state()
+    for i, t in enumerate(ids):
+        got = check_step(nat, py, sn, sp, f"token {i}".encode(), None, None)
+        assert t in got, f"token {i} ({nat.vocab.token_bytes[t]!r}) of a valid document is masked out"
+        sn, sp = nat.advance_state(sn, t), py.advance_state(sp, t)
+        assert sn is not None and sp is not None
+    assert nat.is_accepting_state(sn) and py.is_accepting_state(sp)
+    check_step(nat, py, sn, sp, b"end", None, None)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_grammars_agree_on_tekken(tekken: gm.Vocabulary, tekken_tokenizer: Any, name: str) -> None:
+    nat, py = pair(shipped(name), tekken)
+    valid = EXAMPLES.get(name, ([], []))[0]
+    for doc in valid[:4]:
+        token_by_token(nat, py, tekken_tokenizer.encode(doc, bos=False, eos=False))
+    rng = random.Random(name)
+    for _ in range(2):
+        walk_both(nat, py, lambda o: rng.randrange(len(o)), 12)
+
+
+SCHEMAS: list[dict[str, Any]] = [
+    {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0},
+                                      "tags": {"type": "array", "items": {"type": "string"}}},
+     "required": ["name", "age"]},
+    {"type": "array", "items": {"enum": ["red", "green", 3, None]}, "minItems": 1, "maxItems": 3},
+    {"type": "object", "properties": {"id": {"type": "string", "pattern": "^[a-z]{2}[0-9]+$"},
+                                      "score": {"type": "number"}, "ok": {"type": "boolean"},
+                                      "child": {"$ref": "#"}},
+     "required": ["id"], "additionalProperties": False},
+    {"anyOf": [{"type": "string", "format": "date"},
+               {"type": "object", "additionalProperties": {"type": "integer"}}]},
+]
+DOCS = [
+    {"name": "Alice Smith", "age": 31, "tags": ["a b", "\u00e9t\u00e9"]},
+    ["red", 3, None],
+    {"id": "ab12", "score": -1.5e3, "ok": True, "child": {"id": "zz9"}},
+    "2024-02-29",
+]
+
+
+@pytest.mark.parametrize("i", range(len(SCHEMAS)))
+def test_json_schemas_agree_on_tekken(tekken: gm.Vocabulary, tekken_tokenizer: Any, i: int) -> None:
+    nat, py = pair(gm.JsonSchema(SCHEMAS[i]), tekken)
+    for text in (json.dumps(DOCS[i]), json.dumps(DOCS[i], indent=2)):
+        token_by_token(nat, py, tekken_tokenizer.encode(text, bos=False, eos=False))
+    rng = random.Random(i)
+    walk_both(nat, py, lambda o: rng.randrange(len(o)), 25)
+
+
+# ---- long outputs, budgets, threads, errors ---------------------------------------------------------------
+
+TINY = gm.Vocabulary.from_tokens([b"a", b"b", b"aa", b""], eos_token_id=3)
+
+
+def test_long_right_recursive_output_stays_cheap_and_frees() -> None:
+    """Leo items keep the chart of 'x: "a" x | "b"' flat; a 50,000-lexeme chart is freed without
+    recursing once per set."""
+    nat = NativeCompiledCfg(Lark('start: x\nx: "a" x | "b"\n').cfg, TINY)
+    s = nat.initial_state()
+    for _ in range(50_000):
+        s = nat.advance_state(s, 0)
+    assert not nat.is_accepting_state(s)
+    done = nat.advance_state(s, 1)
+    assert nat.is_accepting_state(done)
+    del s, done
+
+
+@pytest.mark.parametrize("text", ['start: s\ns: s s | "a"', 'root ::= root root | "a"'])
+def test_item_budget_raises_and_keeps_the_state(text: str) -> None:
+    g = Lark(text) if text.startswith("start") else Gbnf(text)
+    nat = NativeCompiledCfg(g.cfg, TINY, Limits(earley_items_per_set=2000))
+    m = nat.matcher()
+    with pytest.raises(gm.BudgetExceeded) as e:
+        for _ in range(200):
+            m.mask()
+            m.advance(0)
+    assert e.value.budget == "earley_items_per_set" and e.value.value == 2000
+    assert "compile(vocab, limits=grammarmask.Limits(earley_items_per_set=" in str(e.value)
+    state, n = m.state, m.num_tokens
+    assert 20 < n < 100
+    with pytest.raises(gm.BudgetExceeded):
+        m.mask()
+        m.advance(0)
+    assert m.state is state and m.num_tokens == n
+
+
+def test_configuration_and_visit_budgets_raise() -> None:
+    splits = Gbnf('root ::= root root | "a"+ | "a"?')
+    vocab = gm.Vocabulary.from_tokens([b"a", b"aa", b"aaaa", b"a" * 16, b""], eos_token_id=4)
+    m = NativeCompiledCfg(splits.cfg, vocab, Limits(cfg_configs=256, cfg_walk_visits=10**9)).matcher()
+    with pytest.raises(gm.BudgetExceeded) as e:
+        for _ in range(40):
+            m.advance(0)
+    assert e.value.budget == "cfg_configs" and e.value.value == 256
+    assert 5 <= m.num_tokens <= 9
+    nat = NativeCompiledCfg(Lark('start: "a" "b"\n').cfg, TINY, Limits(cfg_walk_visits=0))
+    with pytest.raises(gm.BudgetExceeded) as e:
+        nat.state_mask_words(nat.initial_state())
+    assert e.value.budget == "cfg_walk_visits"
+
+
+@pytest.mark.parametrize("limit", [0, 1])
+def test_tiny_mask_caches_give_the_same_masks(limit: int) -> None:
+    g = Lark(CASES["nested_lists"][0])
+    _, vocab, _, _ = exact_setup("nested_lists")
+    nat, py = pair(g, vocab, Limits(cfg_masks=limit, earley_recent=limit, earley_signatures=limit + 1))
+    rng = random.Random(limit)
+    for _ in range(5):
+        walk_both(nat, py, lambda o: rng.randrange(len(o)), 10)
+    assert nat.engine.masks_cached <= limit
+
+
+def test_threads_share_one_compiled_grammar(tekken: gm.Vocabulary, tekken_tokenizer: Any) -> None:
+    nat, py = pair(shipped("json.lark"), tekken, Limits(cfg_masks=2))
+    ids = tekken_tokenizer.encode(json.dumps(DOCS[2]), bos=False, eos=False)
+    states, sp = [nat.initial_state()], [py.initial_state()]
+    for t in ids:
+        states.append(nat.advance_state(states[-1], t))
+        sp.append(py.advance_state(sp[-1], t))
+    want = [py.state_mask_words(s) for s in sp]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(nat.state_mask_words, states * 3))
+    for i, w in enumerate(got):
+        assert np.array_equal(w, want[i % len(states)]), i
+
+
+def test_states_are_hashable_values_and_bad_input_is_a_grammar_error() -> None:
+    nat = NativeCompiledCfg(Lark('start: "a" "b"\n').cfg, TINY)
+    other = NativeCompiledCfg(Lark('start: "a" "b"\n').cfg, TINY)
+    s0 = nat.initial_state()
+    a, b = nat.advance_state(s0, 0), nat.advance_state(s0, 0)
+    assert a == b and hash(a) == hash(b) and a != s0 and len({a, b, s0}) == 2
+    assert nat.advance_state(s0, 2) is None  # "aa"
+    for bad in (-1, 99, 2**40, 3):  # out of range, EOS (empty bytes)
+        assert nat.advance_state(s0, bad) is None
+    for bad_state in ((), 0, other.initial_state()):
+        with pytest.raises(gm.GrammarError):
+            nat.state_mask_words(bad_state)
+    with pytest.raises(ValueError):
+        nat.state_mask_words(s0)[0] = 1  # shared answers are read-only
+    assert nat.forced_bytes(s0) == b"ab"
+    assert not nat.feed(s0, b"ba")
