@@ -231,8 +231,8 @@ def triggered_tags(
             bare.append(len(parts))
             parts.append(b)
             following.append((k + 1,))
-    for e in ends:
-        following[e] = () if stop_after_first else (*opened, 0)
+    for end in ends:
+        following[end] = () if stop_after_first else (*opened, 0)
     if at_least_one:
         starts = tuple(bare)
         final = set(ends) if stop_after_first else {0}
