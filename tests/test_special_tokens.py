@@ -187,3 +187,15 @@ def test_hf_loader_records_names() -> None:
     assert m.mask().token_ids().tolist() == [tag]
     with pytest.raises(gm.GrammarError, match="'<tool_call>' is not a special token"):
         gm.SpecialToken("<tool_call>").compile(vocab)
+
+
+def test_tiktoken_loader_records_names() -> None:
+    tiktoken = pytest.importorskip("tiktoken", reason="tiktoken not installed")
+    ranks = {bytes([b]): b for b in range(256)}
+    enc = tiktoken.Encoding(name="bytes", pat_str=r"[\s\S]", mergeable_ranks=ranks,
+                            special_tokens={"<|endoftext|>": 256, "<|fim|>": 257})
+    vocab = gm.Vocabulary.from_tiktoken(enc)
+    assert vocab.special_token_names == {256: "<|endoftext|>", 257: "<|fim|>"}
+    m = gm.Gbnf('root ::= "a" <|fim|> "b"').compile(vocab).matcher()
+    m.advance(ord("a"))
+    assert m.mask().token_ids().tolist() == [257]
