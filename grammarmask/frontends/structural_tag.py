@@ -13,9 +13,10 @@ The JSON forms accepted by :meth:`StructuralTag.from_json` (a dict or its JSON t
 - current (XGrammar's ``format`` tree): ``{"type": "structural_tag", "format": {...}}`` with the
   formats ``const_string``, ``json_schema`` (style ``json``), ``grammar`` (GBNF/EBNF text),
   ``regex``, ``any_text`` (``excludes``), ``sequence``, ``or``, ``optional``, ``plus``, ``star``,
-  ``repeat``, ``tag``, ``triggered_tags``, ``tags_with_separator`` and ``token`` (a special token by
-  name or id). A ``tag``'s end is excluded from an ``any_text`` or ``triggered_tags`` inside it, as in
-  XGrammar. Every other format or option (``dispatch``, the token-level ``any_tokens``,
+  ``repeat``, ``tag``, ``triggered_tags`` (whose tags may also begin with a token, an extension),
+  ``tags_with_separator``, ``dispatch`` and ``token`` (a special token by name or id). A ``tag``'s end
+  is excluded from an ``any_text``, ``triggered_tags`` or ``dispatch`` inside it, as in XGrammar.
+  Every other format or option (the token-level ``any_tokens``,
   ``exclude_token``, ``token_triggered_tags``, ``token_dispatch``, ``max_tokens``, ``max_chars``,
   non-JSON ``style``, ``any_order``) is a :class:`GrammarError` naming it and where it is.
 """

@@ -26,10 +26,9 @@ __all__ = ["parse"]
 
 _FORMATS = (
     "const_string", "json_schema", "grammar", "regex", "any_text", "sequence", "or", "optional", "plus",
-    "star", "repeat", "tag", "triggered_tags", "tags_with_separator", "token",
+    "star", "repeat", "tag", "triggered_tags", "tags_with_separator", "token", "dispatch",
 )
 _UNSUPPORTED = {
-    "dispatch": "string dispatch",
     "token_dispatch": "token-level dispatch",
     "token_triggered_tags": "token-level triggered tags",
     "any_tokens": "token-level any_tokens",
@@ -238,6 +237,24 @@ class _Parser:
             at_least_one=_bool(obj, "at_least_one", where),
             stop_after_first=_bool(obj, "stop_after_first", where),
         )
+
+    def _dispatch(self, obj: Mapping[str, Any], where: str, ends: list[str]) -> Grammar:
+        """Free text until a rule's pattern, then the rule's format (again, with ``loop``): the
+        triggered tags whose begins and triggers are the patterns and whose ends are empty."""
+        tags, patterns = [], []
+        for i, rule in enumerate(_list(obj, "rules", where)):
+            at = f"{where}.rules[{i}]"
+            if not (isinstance(rule, list) and len(rule) == 2 and isinstance(rule[0], str) and rule[0]):
+                raise GrammarError(f"structural tag: {at} must be a [pattern, format] pair, got {rule!r:.60}")
+            patterns.append(rule[0])
+            tags.append(Tag(rule[0], self.format(rule[1], f"{at}[1]", []), ""))
+        loop = obj.get("loop", True)
+        if not isinstance(loop, bool):
+            raise GrammarError(f"structural tag: {where}.loop must be true or false, got {loop!r}")
+        excludes = obj.get("excludes", [])
+        if not isinstance(excludes, list) or not all(isinstance(e, str) for e in excludes):
+            raise GrammarError(f"structural tag: {where}.excludes must be a list of strings")
+        return triggered_tags(tags, patterns, stop_after_first=not loop, excludes=[*excludes, *ends])
 
     def _token(self, obj: Mapping[str, Any], where: str, ends: list[str]) -> Grammar:
         return _token(obj.get("token"), f"{where}.token")
