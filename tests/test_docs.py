@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OWN_PAGES = [
     "index.md", "quickstart.md", "cli.md", "howto_composing.md", "howto_llama_cpp.md", "api.md", "design.md",
     "howto_tool_calling.md",
+    "howto_vllm.md",
 ]
 PAGES = [ROOT / "README.md", *(ROOT / "docs" / p for p in OWN_PAGES)]
 _BLOCK = re.compile(r"(?:<!-- docs-test: skip \((?P<reason>[^)]+)\) -->\n)?```python\n(?P<code>.*?)```", re.S)
