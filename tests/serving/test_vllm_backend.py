@@ -397,8 +397,8 @@ def test_a_mask_time_error_fails_the_request_not_the_engine(engine: Engine) -> N
     ({"json": '{"type": "object", "properties": 3}'}, "grammarmask"),
     ({"grammar": "start: undefined_rule"}, "grammarmask"),
     ({"choice": ["a", ""]}, "label 1 is empty"),
-    ({"structural_tag": json.dumps({"type": "structural_tag", "format": {"type": "dispatch", "rules": []}})},
-     "dispatch"),
+    ({"structural_tag": json.dumps({"type": "structural_tag", "format": {"type": "no_such_format"}})},
+     "no_such_format"),
 ])
 def test_a_bad_request_is_refused_when_validated(engine: Engine, so: dict[str, Any], message: str) -> None:
     from vllm.exceptions import VLLMValidationError
