@@ -71,8 +71,14 @@ class LLGuidanceConstraint(Constraint):
             raise ValueError(f"llguidance: {self.m.get_error()}")
         self.width = width
         self.words = np.zeros((width + 31) // 32, np.int32)
+        self.eos = int(lltok.eos_token)
+        self.finished = False
 
     def legal(self) -> Bool:
+        if self.m.is_stopped():  # the grammar ended: EOS is the one legal token, as for the others
+            out = np.zeros(self.width, np.bool_)
+            out[self.eos] = True
+            return out
         self.m.unsafe_compute_mask_ptr(self.words.ctypes.data, self.words.nbytes)
         if self.m.is_error():
             raise ValueError(f"llguidance: {self.m.get_error()}")
@@ -80,11 +86,17 @@ class LLGuidanceConstraint(Constraint):
         return bits[: self.width].copy()
 
     def advance(self, token: int) -> None:
+        if token == self.eos and self.m.is_stopped():
+            self.finished = True
+            return
         if not self.m.consume_token(token):
             raise ValueError(f"llguidance refused token {token}: {self.m.get_error()}")
+        self.finished = token == self.eos
 
     def done(self) -> bool:
-        return bool(self.m.is_stopped())
+        # EOS taken (llguidance stops as soon as the grammar ends; the EOS step is still a step, as
+        # for grammarmask and XGrammar, so -log Z per token counts the same steps)
+        return self.finished
 
 
 @dataclass
@@ -237,3 +249,56 @@ def llguidance_engine(lltok: Any, kind: str, source: Any, width: int) -> Engine:
     if is_err:
         raise ValueError("llguidance: " + "; ".join(messages))
     return Engine("llguidance", lambda: LLGuidanceConstraint(lltok, grammar, width), time.perf_counter() - t0)
+
+
+class XGrammarConstraint(Constraint):
+    name = "xgrammar"
+
+    def __init__(self, compiled: Any, width: int) -> None:
+        import xgrammar as xgr
+
+        self.m = xgr.GrammarMatcher(compiled)
+        self.width = width
+        self.words = np.zeros((1, (width + 31) // 32), np.int32)
+
+    def legal(self) -> Bool:
+        import torch
+
+        bitmask = torch.from_numpy(self.words)
+        self.m.fill_next_token_bitmask(bitmask, 0)
+        bits = np.unpackbits(self.words[0].view(np.uint8), bitorder="little").view(np.bool_)
+        return bits[: self.width].copy()
+
+    def advance(self, token: int) -> None:
+        if not self.m.accept_token(token):
+            raise ValueError(f"xgrammar refused token {token}")
+
+    def done(self) -> bool:
+        return bool(self.m.is_terminated())
+
+
+_XGR_COMPILERS: dict[int, Any] = {}
+
+
+def xgrammar_engine(tokenizer: Any, kind: str, source: Any, width: int) -> Engine:
+    """XGrammar (in a venv that has it): compact JSON (separators ``,`` and ``:``), labels as a regex
+    alternation, Lark through its Lark front end."""
+    import re
+
+    import xgrammar as xgr
+
+    compiler = _XGR_COMPILERS.get(id(tokenizer))
+    if compiler is None:
+        info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=width)
+        compiler = _XGR_COMPILERS[id(tokenizer)] = xgr.GrammarCompiler(info)
+    t0 = time.perf_counter()
+    if kind == "schema":
+        compiled = compiler.compile_json_schema(json.dumps(source), any_whitespace=False,
+                                                separators=(",", ":"))
+    elif kind == "labels":
+        compiled = compiler.compile_regex("(" + "|".join(re.escape(x) for x in source) + ")")
+    elif kind == "lark":
+        compiled = compiler.compile_lark(source)
+    else:
+        raise ValueError(kind)
+    return Engine("xgrammar", lambda: XGrammarConstraint(compiled, width), time.perf_counter() - t0)
