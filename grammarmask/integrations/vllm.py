@@ -374,9 +374,13 @@ class GrammarmaskGrammar(StructuredOutputGrammar):  # type: ignore[misc,unused-i
         self._stop_words = np.zeros(vocab.n_words, np.uint32)
         for t in self.stop_token_ids:
             self._stop_words[t >> 5] |= np.uint32(1 << (t & 31))
-        self._not_stop = ~self._stop_words
         eos = vocab.eos_token_id
-        self._not_stop[eos >> 5] &= ~np.uint32(1 << (eos & 31))  # EOS is legal only as a stop token
+        self._eos_word, self._eos_bit = eos >> 5, np.uint32(1 << (eos & 31))
+        # the words holding a stop token or EOS (EOS is legal only as a stop token): cleared, then the
+        # stop tokens set where the output is complete
+        cleared = self._stop_words.copy()
+        cleared[eos >> 5] |= self._eos_bit
+        self._stop_edits = [(int(w), ~cleared[w], self._stop_words[w]) for w in np.flatnonzero(cleared)]
         self._lock = threading.Lock()
         self.matcher = compiled.matcher()
         self.num_processed_tokens = 0
@@ -468,9 +472,9 @@ class GrammarmaskGrammar(StructuredOutputGrammar):  # type: ignore[misc,unused-i
                 self.error = e
                 logger.error("grammarmask cannot mask this request any more (it will fail): %s", e)
             else:
-                out &= self._not_stop
-                if self.matcher.is_accepting():
-                    out |= self._stop_words
+                accepting = bool(out[self._eos_word] & self._eos_bit)  # the matcher sets EOS iff complete
+                for w, keep, stops in self._stop_edits:
+                    out[w] = (out[w] & keep) | stops if accepting else out[w] & keep
                 return
         out[:] = self._stop_words
 
