@@ -4,8 +4,10 @@ Front ends build the IR (a :class:`~grammarmask.ir.Cfg` or a byte :class:`~gramm
 and hand it here; they never import an engine. Two engines sit behind the two calls:
 
 - ``"native"``: the Rust engine (:mod:`grammarmask.native`, the extension ``grammarmask._engine``),
-  the default whenever the extension is importable. It covers regular languages today; a CFG still
-  compiles with the Python engine.
+  the default whenever the extension is importable. Regular languages compile with its regular index;
+  context-free grammars with its CFG engine (:mod:`grammarmask.native.cfg`) when :func:`native_cfg`
+  says so (the environment variable ``GRAMMARMASK_NATIVE_CFG``: ``1`` on, ``0`` off, unset the
+  default :data:`NATIVE_CFG_DEFAULT`), else with the Python one.
 - ``"python"``: the pure-Python engine (:mod:`grammarmask.regular`, :mod:`grammarmask.cfg`), kept as
   the executable specification the native one is tested against.
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -28,9 +31,14 @@ if TYPE_CHECKING:
     from .ir import Cfg
     from .vocab import Vocabulary
 
-__all__ = ["ENGINES", "compile_cfg", "compile_dfa", "in_use", "resolve", "selected"]
+__all__ = ["ENGINES", "NATIVE_CFG_DEFAULT", "compile_cfg", "compile_dfa", "in_use", "native_cfg", "resolve",
+           "selected"]
 
 ENGINES = ("native", "python")
+
+#: whether engine "native" compiles context-free grammars with the Rust CFG engine when
+#: ``GRAMMARMASK_NATIVE_CFG`` is unset
+NATIVE_CFG_DEFAULT = False
 
 _SELECTED: contextvars.ContextVar[str] = contextvars.ContextVar("grammarmask_engine")
 
@@ -81,9 +89,24 @@ def in_use(engine: str) -> Iterator[str]:
         _SELECTED.reset(token)
 
 
+def native_cfg() -> bool:
+    """Whether engine ``"native"`` compiles context-free grammars with the Rust CFG engine: the
+    environment variable ``GRAMMARMASK_NATIVE_CFG`` (``0``, ``false``, ``no`` or empty: no; any other
+    value: yes), read at each compile, else :data:`NATIVE_CFG_DEFAULT`."""
+    v = os.environ.get("GRAMMARMASK_NATIVE_CFG")
+    if v is None:
+        return NATIVE_CFG_DEFAULT
+    return v.strip().lower() not in ("0", "false", "no", "")
+
+
 def compile_cfg(cfg: Cfg, vocab: Vocabulary) -> CompiledGrammar:
-    """A context-free grammar bound to ``vocab`` (Earley parser over a lexer of byte DFAs; the
-    Python engine, whichever engine is selected, until the CFG engine is native)."""
+    """A context-free grammar bound to ``vocab`` (Earley parser over a lexer of byte DFAs): by the
+    Rust CFG engine when ``"native"`` is selected and :func:`native_cfg` is true, else by the Python
+    engine."""
+    if selected() == "native" and native_cfg():
+        from .native.cfg import NativeCompiledCfg
+
+        return NativeCompiledCfg(cfg, vocab)
     from .cfg import CompiledCfg
 
     return CompiledCfg(cfg, vocab)

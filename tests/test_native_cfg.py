@@ -396,3 +396,63 @@ def test_states_are_hashable_values_and_bad_input_is_a_grammar_error() -> None:
         nat.state_mask_words(s0)[0] = 1  # shared answers are read-only
     assert nat.forced_bytes(s0) == b"ab"
     assert not nat.feed(s0, b"ba")
+
+
+def test_the_switch_selects_the_cfg_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    from grammarmask.engine import NATIVE_CFG_DEFAULT
+
+    g = Lark('start: "q" "r"\n')
+    monkeypatch.delenv("GRAMMARMASK_NATIVE_CFG", raising=False)
+    assert isinstance(g._compile(TINY), NativeCompiledCfg if NATIVE_CFG_DEFAULT else CompiledCfg)
+    for value, kind in (("1", NativeCompiledCfg), ("0", CompiledCfg), ("no", CompiledCfg)):
+        monkeypatch.setenv("GRAMMARMASK_NATIVE_CFG", value)
+        assert isinstance(g._compile(TINY), kind)  # type: ignore[arg-type]
+    monkeypatch.setenv("GRAMMARMASK_NATIVE_CFG", "1")
+    assert isinstance(g.compile(TINY, engine="python"), CompiledCfg)
+
+# ---- the JSONSchemaBench sample, every instance token by token (slow) -----------------------------------
+
+JSB = Path("/work/shared/corpus/json_schema/jsonschemabench")
+
+
+def _jsb_items() -> list[tuple[str, dict[str, Any]]]:
+    if not JSB.is_dir():
+        return []
+    return [(f"{sub.name}/{f.name}", json.loads(f.read_text("utf-8")))
+            for sub in sorted(p for p in JSB.iterdir() if p.is_dir())
+            for f in sorted((sub / "examples").glob("*.json"))]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("order", ["declared", "any"])
+def test_jsonschemabench_instances_agree_token_by_token(tekken: gm.Vocabulary, tekken_tokenizer: Any,
+                                                        order: str) -> None:
+    """Every valid instance of every schema of the sample both engines compile: equal masks and
+    accepting flags at every token (a schema refused by the front end is skipped by both)."""
+    import warnings
+
+    items = _jsb_items()
+    if not items:
+        pytest.skip(f"the JSONSchemaBench sample is not at {JSB}")
+    checked = 0
+    for name, data in items:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                g = gm.JsonSchema(data["schema"], property_order=order)
+                nat, py = pair(g, tekken)
+        except GrammarError:
+            continue
+        for case in data["tests"]:
+            if not case["valid"]:
+                continue
+            ids = tekken_tokenizer.encode(json.dumps(case["data"], ensure_ascii=False), bos=False, eos=False)
+            sn, sp = nat.initial_state(), py.initial_state()
+            for i, t in enumerate(ids):
+                got = check_step(nat, py, sn, sp, f"{name} token {i}".encode(), None, None)
+                if t not in got:  # an instance the schema's grammar refuses (both engines agree)
+                    break
+                sn, sp = nat.advance_state(sn, t), py.advance_state(sp, t)
+                assert sn is not None and sp is not None, (name, i)
+                checked += 1
+    assert checked > 1000

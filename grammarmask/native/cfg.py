@@ -76,20 +76,23 @@ class NativeCompiledCfg(CompiledGrammar):
 
     State: an immutable, hashable ``grammarmask._engine.CfgState`` (the configurations still possible,
     holding the Earley sets they need: fork and rollback are free). Masks are computed in Rust without
-    the GIL on first visit and cached (``Limits.cfg_masks`` of them); the object may be shared by any
-    number of threads. The budgets ``Limits.earley_items_per_set``, ``cfg_configs`` and
-    ``cfg_walk_visits`` raise :class:`~grammarmask.BudgetExceeded` from ``advance`` and masks.
+    the GIL on first visit and cached (``Limits.cfg_masks`` of them, within ``Limits.cfg_mask_bytes``);
+    the object may be shared by any number of threads. The budgets ``Limits.earley_items_per_set``,
+    ``cfg_configs`` and ``cfg_walk_visits`` raise :class:`~grammarmask.BudgetExceeded` from ``advance``
+    and masks.
     """
 
     def __init__(self, cfg: Cfg, vocab: Vocabulary, limits: Limits | None = None) -> None:
         self.cfg = cfg
         self.vocab = vocab
         self.limits = limits = limits or active()
+        # the mask cache holds whole rows: Limits.cfg_masks of them, within Limits.cfg_mask_bytes
+        masks = min(limits.cfg_masks, limits.cfg_mask_bytes // (4 * vocab.n_words))
         self.engine = _engine.CfgGrammar(
             native_vocabulary(vocab),
             **flat_tables(cfg),
             limits=(limits.earley_items_per_set, limits.earley_signatures, limits.earley_recent,
-                    limits.cfg_configs, limits.cfg_walk_visits, limits.cfg_masks),
+                    limits.cfg_configs, limits.cfg_walk_visits, masks),
             wrap=_read_only_words,
         )
         self._initial = self.engine.initial()
