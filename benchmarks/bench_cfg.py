@@ -10,7 +10,7 @@ state). ``warm CPU`` is the same steps in thread CPU time, which leaves out time
 descheduled (on a loaded machine the wall-clock p99 is mostly that). Garbage-collector pauses are
 included (a full collection of the caches built so far can take tens of ms): ``--gc-freeze`` freezes
 what exists after the vocabulary is loaded, as a server would at startup (see docs/lark.md). Run:
-``python benchmarks/bench_cfg.py [--quick] [--gc-freeze]``.
+``python benchmarks/bench_cfg.py [--quick] [--gc-freeze] [--engine native|python]``.
 """
 
 from __future__ import annotations
@@ -164,7 +164,12 @@ def main() -> None:
     ap.add_argument("--gc-freeze", action="store_true",
                     help="gc.freeze() after loading the vocabulary (what a server does at startup): keeps "
                          "the tokenizer's objects out of the collector's full passes")
+    ap.add_argument("--engine", choices=["native", "python"], default=None,
+                    help="the CFG engine: the Rust one (native) or the Python specification "
+                         "(default: the library's default, see grammarmask.engine.native_cfg)")
     args = ap.parse_args()
+    if args.engine:
+        os.environ["GRAMMARMASK_NATIVE_CFG"] = "1" if args.engine == "native" else "0"
     import lark
 
     tok = mistral_tokenizer("tekken")

@@ -2,6 +2,7 @@
 
     python benchmarks/bench_json_schema.py [--full 60] [--mask 30] [--tokenizer tekken] [--gc-freeze]
                                            [--property-order declared|any] [--schemas Sub/id.json,...]
+                                           [--engine native|python]
     python benchmarks/bench_json_schema.py --compare-orders [--schemas Sub/id.json,...]
     python benchmarks/bench_json_schema.py --any-cost 4,6,8,10
 
@@ -225,7 +226,12 @@ def main() -> None:
     ap.add_argument("--compare-orders", action="store_true", help="declared vs any order, per schema")
     ap.add_argument("--any-cost", default="", help="comma-separated numbers of tracked keys")
     ap.add_argument("--gc-freeze", action="store_true", help="freeze the corpus and tokenizer's objects")
+    ap.add_argument("--engine", choices=["native", "python"], default=None,
+                    help="the CFG engine: the Rust one (native) or the Python specification "
+                         "(default: the library's default, see grammarmask.engine.native_cfg)")
     args = ap.parse_args()
+    if args.engine:
+        os.environ["GRAMMARMASK_NATIVE_CFG"] = "1" if args.engine == "native" else "0"
     if args.mask > args.full:
         ap.error("--mask times the first --mask of the --full schemas: --full must be at least --mask")
     order = args.property_order
