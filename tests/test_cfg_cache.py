@@ -10,19 +10,27 @@ from __future__ import annotations
 import json
 import os
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from grammarmask.cache import forget
 from grammarmask.cfg.lexeme_walks import _shared_walks
+from grammarmask.engine import in_use
 from grammarmask.frontends.gbnf import Gbnf
 from grammarmask.frontends.lark import Lark
 from grammarmask.limits import Limits, in_force
 from grammarmask.mask import Mask
 
 GRAMMARS = os.path.join(os.path.dirname(__file__), "..", "grammars")
+
+
+@pytest.fixture(autouse=True)
+def _python_engine() -> Iterator[None]:
+    """These are the Python engine's caches: every compile here uses it (``_compile`` calls too)."""
+    with in_use("python"):
+        yield
 
 
 def _json_value(rng: random.Random, depth: int) -> Any:

@@ -7,7 +7,7 @@ from grammarmask.testing import byte_vocabulary
 
 
 def _final_set_size(text: str, n: int) -> int:
-    c = Lark(text).compile(byte_vocabulary())
+    c = Lark(text).compile(byte_vocabulary(), engine="python")  # the Python engine's chart
     state = c.feed(c.initial_state(), b"a" * n + b"b")
     (e, _, _, _), *_ = [cfg for cfg in state if cfg[3]]
     assert c.is_accepting_state(state)
@@ -28,7 +28,8 @@ def test_left_recursion_is_flat() -> None:
 def test_work_per_step_does_not_grow_with_the_document() -> None:
     # Per-step work is bounded by the size of the current Earley set: it must not grow with the
     # number of items already parsed (the timing side is in benchmarks/bench_cfg.py).
-    c = Lark('start: item*\nitem: "[" NUMBER "]"\nNUMBER: /[0-9]+/\n%ignore " "\n').compile(byte_vocabulary())
+    c = Lark('start: item*\nitem: "[" NUMBER "]"\nNUMBER: /[0-9]+/\n%ignore " "\n').compile(byte_vocabulary(),
+                                                                                         engine="python")
 
     def sizes(n: int) -> list[int]:
         state = c.feed(c.initial_state(), b"[12] " * n)

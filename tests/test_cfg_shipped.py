@@ -154,7 +154,7 @@ def _finish(compiled: Any, state: Any, atoms: list[str], max_depth: int = 8) -> 
             nxt = compiled.feed(st, atom.encode())
             if not nxt:
                 continue
-            key = tuple((e.sig, p, s, f) for e, p, s, f in nxt)
+            key = tuple((e.sig, p, s, f) for e, p, s, f in nxt) if isinstance(nxt, tuple) else nxt
             if key not in seen:
                 seen.add(key)
                 todo.append((nxt, out + atom.encode()))
