@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from .canonical import canonical
     from .compose import And, Union
     from .decoding import GenerationResult, generate
+    from .fidelity import aligned_sample
     from .frontends.choice import Choice
     from .frontends.gbnf import Gbnf
     from .frontends.json_schema import JsonSchema
@@ -66,6 +67,7 @@ _LAZY = {
     "StepStats": ".sampling",
     "SequenceStats": ".sampling",
     "generate": ".decoding",
+    "aligned_sample": ".fidelity",
     "GenerationResult": ".decoding",
     "LogitsModel": ".models",
     "UniformModel": ".models",
@@ -114,6 +116,7 @@ __all__ = [
     "Union",
     "UnsupportedSchemaError",
     "Vocabulary",
+    "aligned_sample",
     "allocate_masks",
     "apply_token_bitmask_inplace",
     "beam_search",
