@@ -504,6 +504,18 @@ impl PyCfgGrammar {
     fn lexer_states(&self) -> usize {
         self.inner.lexer_states()
     }
+
+    /// Byte classes of the combined lexer table.
+    #[getter]
+    fn n_classes(&self) -> usize {
+        self.inner.n_classes()
+    }
+
+    /// Nodes of the class trie the masks walk (the most one mask visits).
+    #[getter]
+    fn n_trie_nodes(&self) -> usize {
+        self.inner.n_trie_nodes()
+    }
 }
 
 /// grammarmask's native engine.

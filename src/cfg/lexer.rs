@@ -87,6 +87,16 @@ impl Lexer {
         })
     }
 
+    /// The combined transition table (`table[s * 256 + b]`).
+    pub fn table(&self) -> &[u32] {
+        &self.table
+    }
+
+    /// Number of states, the dead state included.
+    pub fn n_states(&self) -> usize {
+        self.accepting.len()
+    }
+
     /// Number of terminals.
     pub fn n_terminals(&self) -> usize {
         self.start.len()

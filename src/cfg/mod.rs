@@ -155,7 +155,9 @@ static SERIAL: AtomicU64 = AtomicU64::new(0);
 /// `advance` or mask computation (different grammars run in parallel).
 pub struct CfgEngine {
     vocab: Arc<Vocab>,
+    /// the token trie over the lexer's byte classes, and a byte of each class
     trie: Arc<TokenTrie>,
+    reps: Vec<u8>,
     lexer: Lexer,
     grammar: Grammar,
     limits: Limits,
@@ -180,7 +182,8 @@ impl CfgEngine {
         grammar: Grammar,
         limits: Limits,
     ) -> Result<CfgEngine, CfgError> {
-        let trie = vocab.trie(&ByteClasses::identity().map);
+        let classes = ByteClasses::of_table(lexer.table(), lexer.n_states());
+        let trie = vocab.trie(&classes.map);
         let mut caches = Caches {
             lex: LexCache::new(),
             sigs: Sigs::new(limits.earley_signatures.max(1)),
@@ -212,6 +215,7 @@ impl CfgEngine {
         Ok(CfgEngine {
             vocab,
             trie,
+            reps: classes.reps,
             lexer,
             grammar,
             limits,
@@ -307,7 +311,9 @@ impl CfgEngine {
         }
         let mut words = vec![0u32; self.vocab.n_words()];
         if !state.is_empty() {
-            self.with_walk(state, true, |w, root| w.mask(&self.trie, &root, &mut words))?;
+            self.with_walk(state, true, |w, root| {
+                w.mask(&self.trie, &self.reps, &root, &mut words)
+            })?;
         }
         let words: Arc<[u32]> = words.into();
         lock(&self.caches)
@@ -324,6 +330,16 @@ impl CfgEngine {
     /// Lexer states made so far (a diagnostic).
     pub fn lexer_states(&self) -> usize {
         lock(&self.caches).lex.states.len()
+    }
+
+    /// Byte classes of the lexer (the labels of the token trie the masks walk).
+    pub fn n_classes(&self) -> usize {
+        self.reps.len()
+    }
+
+    /// Nodes of the token trie the masks walk.
+    pub fn n_trie_nodes(&self) -> usize {
+        self.trie.n_nodes()
     }
 
     /// Number of terminals.

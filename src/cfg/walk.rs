@@ -170,11 +170,14 @@ impl<'a> Walk<'a> {
 
     /// Mask words of the tokens of `trie` that leave `root` non-empty: one preorder scan of the trie,
     /// stepping the configuration set of each node from its parent's and skipping the subtree of
-    /// every node where it dies. Configuration sets are interned for the walk and their steps kept
+    /// every node where it dies. The trie is over the lexer's byte classes (bytes whose columns of
+    /// the combined lexer table are equal step every lexer state alike): `reps[c]` is a byte of class
+    /// `c`. Configuration sets are interned for the walk and their steps kept
     /// in a table, so each distinct (set, byte) is stepped once however many tokens pass through it.
     pub fn mask(
         &mut self,
         trie: &TokenTrie,
+        reps: &[u8],
         root: &[WConf],
         words: &mut [u32],
     ) -> Result<(), CfgError> {
@@ -190,8 +193,9 @@ impl<'a> Walk<'a> {
         let mut i = 1;
         while i < n {
             let d = trie.depth[i] as usize;
-            let b = trie.label[i];
-            let slot = levels[d - 1] as usize * 256 + usize::from(b);
+            let c = trie.label[i];
+            let b = reps[usize::from(c)];
+            let slot = levels[d - 1] as usize * 256 + usize::from(c);
             let mut next = trans[slot];
             if next == 0 {
                 self.step(&sets.values[levels[d - 1] as usize], b, &mut scratch)?;
