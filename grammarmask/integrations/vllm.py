@@ -452,16 +452,19 @@ class GrammarmaskGrammar(StructuredOutputGrammar):  # type: ignore[misc,unused-i
 
     def fill_bitmask(self, bitmask: Any, batch_index: int) -> None:
         """Write the legal next tokens into row ``batch_index`` of vLLM's int32 bitmask tensor."""
-        words: npt.NDArray[Any]
-        on_cpu = getattr(getattr(bitmask, "device", None), "type", "cpu") == "cpu"
-        words = bitmask.numpy() if on_cpu else np.zeros((1, bitmask.shape[1]), np.int32)
-        row = batch_index if on_cpu else 0
+        if getattr(getattr(bitmask, "device", None), "type", "cpu") == "cpu":
+            self.fill_words(bitmask.numpy(), batch_index)
+            return
+        import torch
+
+        words = np.zeros((1, bitmask.shape[1]), np.int32)
+        self.fill_words(words, 0)
+        bitmask[batch_index].copy_(torch.from_numpy(words[0]))
+
+    def fill_words(self, words: npt.NDArray[Any], row: int) -> None:
+        """:meth:`fill_bitmask` into row ``row`` of a ``[batch, n_words]`` int32/uint32 numpy array."""
         with self._lock:
             self._fill(words, row)
-        if not on_cpu:
-            import torch
-
-            bitmask[batch_index].copy_(torch.from_numpy(words[0]))
 
     def _fill(self, words: npt.NDArray[Any], row: int) -> None:
         out = words[row].view(np.uint32)
