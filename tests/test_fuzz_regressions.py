@@ -8,11 +8,13 @@ reference) are run on each through ``run_one``, so a regression shows the same w
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 import grammarmask as gm
+from grammarmask.frontends.json_schema import SchemaWarning
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from fuzz_frontends import EXTRA_TOKENS, run_one  # noqa: E402 - benchmarks/ is not a package
@@ -55,3 +57,30 @@ def test_an_import_of_a_file_outside_lark_search_path_is_a_grammar_error(
     with pytest.raises(gm.GrammarError, match="%import cannot load") as e:
         gm.Lark("start: x\n%import grammars.json.value -> x\n")
     assert e.value.line == 2
+
+
+# ---- JSON Schema: a pattern with a long minLength ------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [1000, 10000, 2**31 - 1])
+def test_a_pattern_with_a_long_min_length_is_refused_at_once(n: int) -> None:
+    # the length automaton alone needs about 20 states a character (escapes, UTF-8), over the product
+    # budget (20,000) from 1,000 characters on; it was built (and minimised, a round per state)
+    # before being refused: over 30 s at 10,000
+    schema = {"type": "string", "pattern": "^([a-z][0-9])+$", "minLength": n}
+    t = time.perf_counter()
+    with pytest.raises(gm.UnsupportedSchemaError, match="product automaton too large") as e:
+        gm.JsonSchema(schema).compile(VOCAB)
+    assert (e.value.keyword, e.value.pointer) == ("minLength", "")
+    with pytest.warns(SchemaWarning, match="minLength"):  # not strict: the pattern alone is kept
+        compiled = gm.JsonSchema(schema, strict=False).compile(VOCAB)
+    assert time.perf_counter() - t < 10
+    m = compiled.matcher()
+    assert all(m.try_advance(b + 1) for b in b'"a1b2"') and m.is_accepting()
+
+
+def test_a_pattern_with_a_short_min_length_is_still_exact() -> None:
+    compiled = gm.JsonSchema({"type": "string", "pattern": "^([a-z][0-9])+$", "minLength": 6}).compile(VOCAB)
+    for text, ok in [('"a1b2c3"', True), ('"a1b2"', False), ('"a1b2c"', False)]:
+        m = compiled.matcher()
+        assert (all(m.try_advance(b + 1) for b in text.encode()) and m.is_accepting()) is ok, text
