@@ -413,7 +413,8 @@ def fuzz(
             cmd.remove(str(seed_dir))  # the corpus already holds what the seeds found
         p = subprocess.run(cmd, env=env, capture_output=True, text=True, errors="replace")
         (fw / f"child-{starts}.log").write_text(p.stderr[-200_000:])
-        m = re.search(r"Test unit written to (\S+)", p.stderr)
+        written = [w for w in re.findall(r"Test unit written to (\S+)", p.stderr) if "/slow-unit-" not in w]
+        artifact = written[-1] if written else None  # the unit that ended the child
         if p.returncode != 0:
             kind = (
                 "timeout"
@@ -422,8 +423,8 @@ def fuzz(
                 if "out-of-memory" in p.stderr
                 else f"exit {p.returncode}"
             )
-            aborts.append({"kind": kind, "artifact": m.group(1) if m else None})
-            print(f"[{frontend}] child {starts}: {kind} {m.group(1) if m else ''}", flush=True)
+            aborts.append({"kind": kind, "artifact": artifact})
+            print(f"[{frontend}] child {starts}: {kind} {artifact or ''}", flush=True)
     counts: Counter[str] = Counter()
     for f in fw.glob("stats-*.json"):
         counts.update(json.loads(f.read_text()))
