@@ -53,16 +53,24 @@ logger = logging.getLogger("vllm.plugins.grammarmask")
 def request_grammar(params: Any) -> tuple[StructuredOutputOptions, str] | None:
     """The (request type, spec) in ``params.extra_args["grammarmask"]``, or None when there is none.
 
+    The entry is a dict with one key of :data:`_KINDS` (``{"regex": "[0-9]+"}``), or that dict as
+    JSON text (what a server's ``vllm_xargs`` can carry).
+
     Raises
     ------
     GrammarError
-        The entry is not a dict with exactly one of the known keys.
+        The entry is not such a dict (or its JSON).
     """
     import json
 
     spec = (getattr(params, "extra_args", None) or {}).get(EXTRA_ARGS_KEY)
     if spec is None:
         return None
+    if isinstance(spec, str):  # a server's vllm_xargs hold strings, not dicts: the dict as JSON text
+        try:
+            spec = json.loads(spec)
+        except ValueError as e:
+            raise GrammarError(f'extra_args["{EXTRA_ARGS_KEY}"] is a str but not JSON: {e}') from None
     if not isinstance(spec, dict) or len(spec) != 1 or next(iter(spec)) not in _KINDS:
         raise GrammarError(
             f'extra_args["{EXTRA_ARGS_KEY}"] must be a dict with one of the keys {", ".join(_KINDS)}, '

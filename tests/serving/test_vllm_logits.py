@@ -111,6 +111,12 @@ def test_a_malformed_spec_is_refused_when_validated() -> None:
         validate(SamplingParams(extra_args={"grammarmask": {"regex": "a("}}))
     with pytest.raises(ValueError, match="one of the keys"):
         validate(SamplingParams(extra_args={"grammarmask": {"lark": "x"}}))
+    with pytest.raises(ValueError, match="not JSON"):
+        validate(SamplingParams(extra_args={"grammarmask": "regex: a+"}))
+    # a server's vllm_xargs carry strings: the same dict as JSON text
+    as_text = SamplingParams(extra_args={"grammarmask": '{"choice": ["yes", "no"]}'})
+    assert gl.request_grammar(as_text) == gl.request_grammar(
+        SamplingParams(extra_args={"grammarmask": {"choice": ["yes", "no"]}}))
 
 
 def test_vllm_refuses_it_with_speculative_decoding(make_engine: Any) -> None:
