@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from .compose import And, Union
     from .decoding import GenerationResult, generate
     from .fidelity import aligned_sample
+    from .healing import HealedPrompt, heal_prompt, healed
     from .frontends.choice import Choice
     from .frontends.gbnf import Gbnf
     from .frontends.json_schema import JsonSchema
@@ -68,6 +69,9 @@ _LAZY = {
     "SequenceStats": ".sampling",
     "generate": ".decoding",
     "aligned_sample": ".fidelity",
+    "heal_prompt": ".healing",
+    "healed": ".healing",
+    "HealedPrompt": ".healing",
     "GenerationResult": ".decoding",
     "LogitsModel": ".models",
     "UniformModel": ".models",
@@ -95,6 +99,7 @@ __all__ = [
     "Grammar",
     "GrammarError",
     "GrammarMaskError",
+    "HealedPrompt",
     "JsonSchema",
     "Lark",
     "Limits",
@@ -123,6 +128,8 @@ __all__ = [
     "canonical",
     "fill_masks",
     "generate",
+    "heal_prompt",
+    "healed",
     "sample",
     "sample_with_stats",
 ]

@@ -25,6 +25,7 @@ from ._args import as_int_list
 from .completion import BudgetPlan
 from .errors import GrammarError
 from .grammar import CompiledGrammar, Grammar, ensure_compiled
+from .healing import heal_prompt, healed
 from .mask import Mask
 from .models import LogitsModel
 from .sampling import RngLike, SequenceStats, StepStats, _check_seed, _rng, _sample
@@ -60,6 +61,9 @@ class GenerationResult:
     budget_steps
         Steps where the budget changed the draw (a token masked out and sampled again, or the
         plan's token taken): 0 when the budget never bound, or with ``budget_aware=False``.
+    healed_prefix
+        With ``heal=True``: the prompt's bytes the output wrote back (they open the output's tokens
+        and are left out of ``text_bytes``); else empty.
     """
 
     token_ids: tuple[int, ...]
@@ -71,6 +75,7 @@ class GenerationResult:
     finished: bool
     accepted: bool
     budget_steps: int = 0
+    healed_prefix: bytes = b""
 
     @property
     def text(self) -> str:
@@ -93,6 +98,7 @@ def generate(
     seed: int | None = None,
     jump_forward: bool = True,
     budget_aware: bool = True,
+    heal: bool = False,
     on_step: Callable[[StepStats], object] | None = None,
 ) -> GenerationResult:
     """Generate up to ``max_tokens`` tokens from ``model`` that stay inside ``grammar``.
@@ -111,6 +117,12 @@ def generate(
     Far from the budget nothing changes: the same tokens from the same RNG as with
     ``budget_aware=False``; near it, draws are conditioned on being able to finish.
 
+    ``heal`` (default False): token healing (:mod:`grammarmask.healing`). The prompt's final
+    tokens that a longer token could have continued are taken off, and the output must start with
+    their bytes, so the model may write them back as it would have tokenized them; ``text_bytes``
+    is then only what follows the prompt as given (``healed_prefix`` holds the bytes written back).
+    The budget does not steer a healed grammar (it is a composition).
+
     ``on_step`` (optional) is called with each step's :class:`StepStats` as soon as its token is
     taken (forced tokens included): a progress display, say.
 
@@ -123,6 +135,11 @@ def generate(
         an integer, a negative seed, ...), or logits of the wrong length or dtype.
     """
     compiled = ensure_compiled(grammar, vocab, caller="generate()")
+    removed = b""
+    if heal:
+        healing = heal_prompt(vocab, prompt_ids)
+        prompt_ids, removed = healing.token_ids, healing.removed
+        compiled = ensure_compiled(healed(compiled, removed), vocab, caller="generate()")
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)) or max_tokens < 0:
         raise GrammarError(f"max_tokens must be an integer >= 0, got {max_tokens!r}")
     if rng is not None and seed is not None:
@@ -173,7 +190,7 @@ def generate(
     out = tuple(context[n_prompt:])
     return GenerationResult(
         token_ids=out,
-        text_bytes=vocab.decode(out),
+        text_bytes=vocab.decode(out)[len(removed):],
         steps=tuple(steps),
         stats=SequenceStats.from_steps(steps),
         model_calls=calls,
@@ -181,6 +198,7 @@ def generate(
         finished=matcher.is_finished(),
         accepted=matcher.is_finished() or matcher.is_accepting(),
         budget_steps=steered,
+        healed_prefix=removed,
     )
 
 
