@@ -217,7 +217,7 @@ def generated_walk(grammar: gm.Grammar, seed: int) -> None:
         walk_both(nat, py, lambda o: rng.randrange(len(o)), 8, viable, complete)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=lark_grammars(), seed=st.integers(0, 2**32))
 def test_generated_lark_grammars_agree(text: str, seed: int) -> None:
     try:
@@ -228,7 +228,7 @@ def test_generated_lark_grammars_agree(text: str, seed: int) -> None:
     generated_walk(g, seed)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=gbnf_grammars(), seed=st.integers(0, 2**32))
 def test_generated_gbnf_grammars_agree(text: str, seed: int) -> None:
     try:
