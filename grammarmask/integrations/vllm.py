@@ -295,11 +295,26 @@ class GrammarmaskBackend(StructuredOutputBackend):  # type: ignore[misc,unused-i
     """
 
     def __post_init__(self) -> None:
-        self.vocab = vocabulary_for(self.tokenizer, self.vocab_size)
         self.limits = _limits_from_env()
         self.compile_timeout = _timeout_from_env()
         self._compiler: ThreadPoolExecutor | None = None
         self._compiler_lock = threading.Lock()
+        # vLLM builds the backend on its scheduler's thread: the vocabulary (a second or two for a
+        # 131k tokenizer) is read in the background, and the first compile waits for it
+        self._vocab_reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grammarmask-vocab")
+        self._vocab = self._vocab_reader.submit(vocabulary_for, self.tokenizer, self.vocab_size)
+        self._vocab_reader.shutdown(wait=False)
+
+    @property
+    def vocab(self) -> Vocabulary:
+        """grammarmask's vocabulary of vLLM's tokenizer over the model's padded vocabulary size.
+
+        Raises
+        ------
+        GrammarError
+            The tokenizer cannot be read (then every request's compile fails with this error).
+        """
+        return self._vocab.result()
 
     def compile_grammar(self, request_type: StructuredOutputOptions, grammar_spec: str,
                         stop_token_ids: set[int] | None = None) -> GrammarmaskGrammar:
@@ -343,7 +358,7 @@ class GrammarmaskBackend(StructuredOutputBackend):  # type: ignore[misc,unused-i
         """vLLM's bitmask: ``[max_num_seqs, ceil(vocab_size / 32)]`` int32, every bit set."""
         import torch
 
-        return torch.full((max_num_seqs, self.vocab.n_words), -1, dtype=torch.int32)
+        return torch.full((max_num_seqs, (self.vocab_size + 31) // 32), -1, dtype=torch.int32)
 
     def destroy(self) -> None:
         """Stop the compile threads (vLLM calls this when the engine shuts down)."""

@@ -462,3 +462,12 @@ def test_structural_tag_with_special_tokens(engine: Engine) -> None:
     body = tok.encode('{"zone": "UTC"}', add_special_tokens=False)
     follow(engine, req, [begin, *body, end, tok.eos_token_id])
     assert grammar_of(req).is_terminated()
+
+
+def test_an_unreadable_tokenizer_fails_requests_not_the_engine(engine: Engine) -> None:
+    """The vocabulary is read off the scheduler's thread; a tokenizer grammarmask cannot read makes
+    each compile fail with the reason, where vLLM reports it per request."""
+    backend = gv.GrammarmaskBackend(engine.config, tokenizer=object(), vocab_size=MODEL_VOCAB)
+    assert tuple(backend.allocate_token_bitmask(2).shape) == (2, (MODEL_VOCAB + 31) // 32)
+    with pytest.raises(gm.GrammarError, match="tokenizer"):
+        backend.compile_grammar(gv.StructuredOutputOptions.REGEX, "a+")
