@@ -339,10 +339,14 @@ impl PyCfgState {
 /// bytes), per terminal its DFA's start state, greediness and whether it is ignored; the rules
 /// `rule_lhs[r] -> rule_rhs[rule_ptr[r]:rule_ptr[r + 1]]`; `limits` the six budgets
 /// `(earley_items_per_set, earley_signatures, earley_recent, cfg_configs, cfg_walk_visits,
-/// cfg_masks)`.
+/// cfg_masks)`; masks walk a trie over the lexer's byte classes when there are at most
+/// `class_trie_max` of them, else the byte trie.
 #[pyclass(frozen, name = "CfgGrammar", module = "grammarmask._engine")]
 pub struct PyCfgGrammar {
     inner: Arc<CfgEngine>,
+    /// The answers of `mask` by state key: `wrap(bytes)`, made once and handed out shared (the
+    /// engine itself then keeps no mask cache).
+    masks: Mutex<Lru<crate::cfg::Key, Py<PyAny>>>,
     wrap: Option<Py<PyAny>>,
 }
 
@@ -370,7 +374,7 @@ impl PyCfgGrammar {
 impl PyCfgGrammar {
     #[new]
     #[pyo3(signature = (vocab, transitions, accepting, term_of, starts, greedy, ignore, rule_lhs,
-                        rule_ptr, rule_rhs, start, n_nonterminals, limits, wrap = None))]
+                        rule_ptr, rule_rhs, start, n_nonterminals, limits, wrap = None, class_trie_max = 32))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -388,6 +392,7 @@ impl PyCfgGrammar {
         n_nonterminals: i64,
         limits: (i64, i64, i64, i64, i64, i64),
         wrap: Option<Py<PyAny>>,
+        class_trie_max: i64,
     ) -> PyResult<Self> {
         let vocab = Arc::clone(&vocab.get().inner);
         let table = transitions.as_bytes().to_vec();
@@ -410,14 +415,17 @@ impl PyCfgGrammar {
             let n_nt =
                 to_usize(n_nonterminals, "native CFG: n_nonterminals").map_err(grammar_err)?;
             let lim = |v: i64, what: &str| to_usize(v, what).map_err(grammar_err);
+            let cache_masks = limits.5;
             let limits = CfgLimits {
                 earley_items_per_set: lim(limits.0, "Limits.earley_items_per_set")?,
                 earley_signatures: lim(limits.1, "Limits.earley_signatures")?,
                 earley_recent: lim(limits.2, "Limits.earley_recent")?,
                 cfg_configs: lim(limits.3, "Limits.cfg_configs")?,
                 cfg_walk_visits: lim(limits.4, "Limits.cfg_walk_visits")?,
-                cfg_masks: lim(limits.5, "Limits.cfg_masks")?,
+                cfg_masks: 0, // this wrapper keeps the one mask cache
+                class_trie_max: lim(class_trie_max, "native CFG: class_trie_max")?,
             };
+            let cache = lim(cache_masks, "Limits.cfg_masks")?;
             let lexer = CfgLexer::new(table, accepting, term_of, starts, greedy, ignore)?;
             let rules = CfgRules::new(
                 n_nt,
@@ -428,10 +436,12 @@ impl PyCfgGrammar {
                 start,
                 limits.earley_items_per_set,
             )?;
-            CfgEngine::new(vocab, lexer, rules, limits)
+            Ok((CfgEngine::new(vocab, lexer, rules, limits)?, cache))
         })?;
+        let (inner, cache) = inner;
         Ok(PyCfgGrammar {
             inner: Arc::new(inner),
+            masks: Mutex::new(Lru::new(cache)),
             wrap,
         })
     }
@@ -479,6 +489,17 @@ impl PyCfgGrammar {
     /// bytes. Computed without the GIL on first visit (then cached by the state's key).
     fn mask(&self, py: Python<'_>, state: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         let s = self.state(py, state)?;
+        if !self.inner.owns(&s) {
+            return Err(grammarmask_error(
+                py,
+                "GrammarError",
+                "native CFG: the state belongs to another compiled grammar".into(),
+            ));
+        }
+        if let Some(hit) = lock(&self.masks).get(s.key()) {
+            return Ok(hit.clone_ref(py));
+        }
+        let key = s.key().clone();
         let eng = Arc::clone(&self.inner);
         let words = guarded_cfg(py, move || eng.mask(&s))?;
         let bytes = PyBytes::new_with(py, words.len() * 4, |buf| {
@@ -487,16 +508,18 @@ impl PyCfgGrammar {
             }
             Ok(())
         })?;
-        match &self.wrap {
-            Some(wrap) => wrap.call1(py, (bytes,)),
-            None => Ok(bytes.into_any().unbind()),
-        }
+        let made: Py<PyAny> = match &self.wrap {
+            Some(wrap) => wrap.call1(py, (bytes,))?,
+            None => bytes.into_any().unbind(),
+        };
+        lock(&self.masks).put(key, made.clone_ref(py));
+        Ok(made)
     }
 
     /// Masks held in the cache.
     #[getter]
     fn masks_cached(&self) -> usize {
-        self.inner.masks_cached()
+        lock(&self.masks).len()
     }
 
     /// Lexer states made so far.

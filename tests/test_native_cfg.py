@@ -366,6 +366,20 @@ def test_tiny_mask_caches_give_the_same_masks(limit: int) -> None:
     assert nat.engine.masks_cached <= limit
 
 
+@pytest.mark.parametrize("name", ["json.lark", "arithmetic.lark"])
+def test_class_and_byte_tries_give_the_same_masks(tekken: gm.Vocabulary, tekken_tokenizer: Any,
+                                                   name: str) -> None:
+    cfg = shipped(name).cfg
+    by_class = NativeCompiledCfg(cfg, tekken, class_trie_max=256)
+    by_byte = NativeCompiledCfg(cfg, tekken, class_trie_max=0)
+    assert by_class.engine.n_trie_nodes < by_byte.engine.n_trie_nodes
+    doc = EXAMPLES[name][0][1]
+    sc, sb = by_class.initial_state(), by_byte.initial_state()
+    for t in tekken_tokenizer.encode(doc, bos=False, eos=False):
+        assert np.array_equal(by_class.state_mask_words(sc), by_byte.state_mask_words(sb))
+        sc, sb = by_class.advance_state(sc, t), by_byte.advance_state(sb, t)
+    assert by_class.is_accepting_state(sc) and by_byte.is_accepting_state(sb)
+
 def test_threads_share_one_compiled_grammar(tekken: gm.Vocabulary, tekken_tokenizer: Any) -> None:
     nat, py = pair(shipped("json.lark"), tekken, Limits(cfg_masks=2))
     ids = tekken_tokenizer.encode(json.dumps(DOCS[2]), bos=False, eos=False)

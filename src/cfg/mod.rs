@@ -62,6 +62,9 @@ pub struct Limits {
     pub cfg_configs: usize,
     pub cfg_walk_visits: usize,
     pub cfg_masks: usize,
+    /// masks walk the token trie over the lexer's byte classes when there are at most this many
+    /// classes, else the byte trie (shared by every grammar of the vocabulary: no trie to build)
+    pub class_trie_max: usize,
 }
 
 impl Default for Limits {
@@ -73,6 +76,7 @@ impl Default for Limits {
             cfg_configs: 4096,
             cfg_walk_visits: 10_000,
             cfg_masks: 2048,
+            class_trie_max: 32,
         }
     }
 }
@@ -87,7 +91,7 @@ pub struct Conf {
 }
 
 /// A state's configurations by (set signature, lexer state, fresh), sorted.
-type Key = Vec<(u64, u32, bool)>;
+pub type Key = Vec<(u64, u32, bool)>;
 
 /// A matcher state: the configurations still possible (empty: the output left the language), and
 /// a key naming its behaviour (equal keys: equal masks, answers and successors).
@@ -118,6 +122,11 @@ impl State {
     /// Whether no configuration is left.
     pub fn is_empty(&self) -> bool {
         self.confs.is_empty()
+    }
+
+    /// The key naming this state's behaviour (masks are cached by it).
+    pub fn key(&self) -> &Key {
+        &self.key
     }
 
     /// Whether the output so far is a sentence: some configuration at a boundary accepts.
@@ -182,7 +191,10 @@ impl CfgEngine {
         grammar: Grammar,
         limits: Limits,
     ) -> Result<CfgEngine, CfgError> {
-        let classes = ByteClasses::of_table(lexer.table(), lexer.n_states());
+        let mut classes = ByteClasses::of_table(lexer.table(), lexer.n_states());
+        if classes.count > limits.class_trie_max {
+            classes = ByteClasses::identity();
+        }
         let trie = vocab.trie(&classes.map);
         let mut caches = Caches {
             lex: LexCache::new(),
@@ -230,8 +242,13 @@ impl CfgEngine {
         Arc::clone(&self.initial)
     }
 
+    /// Whether `state` is a state of this grammar.
+    pub fn owns(&self, state: &State) -> bool {
+        state.grammar == self.serial
+    }
+
     fn check(&self, state: &State) -> Result<(), CfgError> {
-        if state.grammar != self.serial {
+        if !self.owns(state) {
             return Err(CfgError::Grammar(
                 "native CFG: the state belongs to another compiled grammar".into(),
             ));
