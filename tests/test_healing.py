@@ -99,3 +99,19 @@ def test_healing_on_tekken(tekken: gm.Vocabulary, tekken_tokenizer: Any) -> None
     assert list(whole[:kept]) == list(h.token_ids)  # the healed prompt is a prefix of the whole text
     m.advance_many(whole[kept:])  # the tokenizer's own tokens of the rest are legal, join included
     assert m.is_accepting()
+
+
+def test_the_model_writes_the_healed_bytes_even_with_jump_forward() -> None:
+    """Jump-forward would write the forced bytes "abc" itself; under healing the model chooses how the
+    removed bytes are written (here "ab", its favourite), and jump-forward resumes after them."""
+    favourite = {VOCAB.token_bytes.index(b"ab"): 5.0, VOCAB.token_bytes.index(b"c1"): 4.0}
+
+    def model(context: list[int]) -> Any:
+        logits = np.zeros(VOCAB.size)
+        for t, v in favourite.items():
+            logits[t] = v
+        return logits
+
+    out = gm.generate(model, VOCAB, gm.Regex(r"c[0-9]"), ids(b"x", b"ab"), heal=True, seed=0, max_tokens=8)
+    assert out.token_ids[0] == ids(b"ab")[0] and out.steps[0].forced is False
+    assert out.steps[1].forced and out.text_bytes[:1] == b"c"  # the grammar's own forced "c"
