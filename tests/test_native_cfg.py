@@ -470,3 +470,29 @@ def test_jsonschemabench_instances_agree_token_by_token(tekken: gm.Vocabulary, t
                 assert sn is not None and sp is not None, (name, i)
                 checked += 1
     assert checked > 1000
+
+
+def test_malformed_tables_are_grammar_errors() -> None:
+    from grammarmask import _engine
+    from grammarmask.native import native_vocabulary
+    from grammarmask.native.cfg import flat_tables
+
+    nv = native_vocabulary(TINY)
+    good = flat_tables(Lark('start: "a" x\nx: "b"\n').cfg)
+    limits = (100, 100, 4, 16, 100, 4)
+    _engine.CfgGrammar(nv, **good, limits=limits)  # the good tables build
+    bad_cases = [
+        {"transitions": good["transitions"][:-4]},  # not n rows of 256
+        {"term_of": good["term_of"][:-4]},  # a state with no terminal label
+        {"starts": [10**6, 0]},  # a start state out of range
+        {"rule_rhs": [5, 5]},  # an undefined nonterminal
+        {"rule_rhs": [~7, 1]},  # an undefined terminal
+        {"rule_ptr": [0, 1]},  # offsets that do not match the rules
+        {"start": 9},
+        {"greedy": [True]},  # per-terminal tables of different lengths
+    ]
+    for change in bad_cases:
+        with pytest.raises(gm.GrammarError, match="native CFG"):
+            _engine.CfgGrammar(nv, **{**good, **change}, limits=limits)
+    with pytest.raises(gm.GrammarError, match="must be >= 0"):
+        _engine.CfgGrammar(nv, **good, limits=(100, 100, 4, -1, 100, 4))
