@@ -27,10 +27,11 @@ __all__ = ["CLASS_TRIE_MAX", "NativeCompiledCfg", "flat_tables"]
 Words = npt.NDArray[np.uint32]
 
 #: masks walk the token trie over the lexer's byte classes when the grammar has at most this many
-#: (a trie built per class map: tens of ms on 131k tokens, 5,927 nodes for arithmetic.lark against
-#: the byte trie's 266,313), else the byte trie every grammar of the vocabulary shares (JSON Schema
-#: grammars have 40-70 classes, where a class trie saves a third of the nodes for 50 ms of compile)
-CLASS_TRIE_MAX = 32
+#: (a trie built per class map: about 50 ms on tekken's 131k tokens; 5,927 nodes for arithmetic.lark
+#: and 96,020 for json.lark against the byte trie's 266,313), else the byte trie every grammar of the
+#: vocabulary shares (JSONSchemaBench grammars have 20-70 classes, mostly over 40, where a class trie
+#: saves a third of the nodes for 50 ms of compile per schema)
+CLASS_TRIE_MAX = 40
 
 
 def _read_only_words(data: bytes) -> Words:
