@@ -3,7 +3,8 @@
 ``available()`` says whether the extension imported; :func:`native_vocabulary` gives the native form
 of a :class:`~grammarmask.Vocabulary`, built once and shared by every grammar compiled against it
 (through :func:`grammarmask.cache.per_vocabulary`). The compiled grammars live beside, one module per
-engine part (:mod:`.regular` today; the CFG engine is still the Python one).
+engine part: :mod:`.regular` (byte DFAs) and :mod:`.cfg` (context-free grammars; selected by
+``compile`` when :func:`grammarmask.engine.native_cfg` says so, the Python engine otherwise).
 """
 
 from __future__ import annotations
