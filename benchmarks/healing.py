@@ -122,7 +122,7 @@ def main() -> None:
         "|---|---|---|---|",
     ]
     for prompt, plain, healed, ref in rows:
-        cells = [repr(prompt[-24:])[1:], repr(plain)[1:], repr(healed)[1:], repr(ref)[1:]]
+        cells = [c if isinstance(c, str) else repr(c)[1:] for c in (prompt[-24:], plain, healed, ref)]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     report = "\n".join(lines)
     print(report)
