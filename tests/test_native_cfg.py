@@ -228,7 +228,7 @@ def test_generated_lark_grammars_agree(text: str, seed: int) -> None:
     generated_walk(g, seed)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=gbnf_grammars(), seed=st.integers(0, 2**32))
 def test_generated_gbnf_grammars_agree(text: str, seed: int) -> None:
     try:
