@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     from .compose import And, Union
     from .decoding import GenerationResult, generate
     from .fidelity import aligned_sample
-    from .healing import HealedPrompt, heal_prompt, healed
     from .frontends.choice import Choice
     from .frontends.gbnf import Gbnf
     from .frontends.json_schema import JsonSchema
@@ -48,6 +47,7 @@ if TYPE_CHECKING:
     from .frontends.regex import Regex
     from .frontends.special_token import SpecialToken
     from .frontends.structural_tag import StructuralTag
+    from .healing import HealedPrompt, heal_prompt, healed
     from .models import LogitsModel, RandomModel, ScriptedModel, UniformModel
     from .sampling import SequenceStats, StepStats, sample, sample_with_stats
     from .sequence import Sequence
