@@ -151,11 +151,11 @@ def generate(
     budget = BudgetPlan(compiled) if budget_aware else None
     steps: list[StepStats] = []
     calls = forced_used = steered = 0
-    healing = len(removed)  # bytes of the healed prefix still to write: the model chooses their tokens
+    to_heal = len(removed)  # bytes of the healed prefix still to write: the model chooses their tokens
     while len(steps) < max_tokens and not matcher.is_finished():
-        if healing > 0 and steps:
-            healing -= len(vocab.token_bytes[context[-1]])
-        if jump_forward and healing <= 0:
+        if to_heal > 0 and steps:
+            to_heal -= len(vocab.token_bytes[context[-1]])
+        if jump_forward and to_heal <= 0:
             forced = matcher.forced_tokens()[: max_tokens - len(steps)]
             if forced:
                 plan = budget.at(matcher.state) if budget is not None else None
