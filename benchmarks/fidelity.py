@@ -210,7 +210,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "masked_dist": {y.decode("utf-8", "replace"): p for y, p in d.masked.items()},
         }
         t = time.time()
-        for n in PARTICLES:
+        for n in args.particles:
             runs = max(args.runs, args.budget // n)
             est = _smc_estimate(replay, vocab, compiled, prompt, n, runs, seed=1000 + n)
             rec["smc"][str(n)] = {"runs": runs, "kl": kl_divergence(est, d.exact),
@@ -226,6 +226,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
               flush=True)
     return {"model": "SmolLM2-135M-Instruct (Q4_1 GGUF, de-quantized to float32)", "load_s": round(load_s, 1),
             "threads": args.threads, "headline_particles": args.headline, "particles": list(PARTICLES),
+            "budget": {"runs_at_least": args.runs, "runs_times_particles": args.budget},
             "cases": cases}
 
 
@@ -243,23 +244,65 @@ def _live_check(hf: BatchedHF, replay: Any, vocab: Any, compiled: Any, prompt: l
             "live_s": round(time.time() - t, 1)}
 
 
+def _merge(old: dict[str, Any], new: dict[str, Any], load: str) -> tuple[dict[str, Any], str]:
+    """``old`` with the SMC particle counts of ``new``'s cases added (the exact figures must agree)."""
+    by_name = {c["name"]: c for c in new["cases"]}
+    for c in old["cases"]:
+        extra = by_name.get(c["name"])
+        if extra is not None:
+            assert abs(extra["masked"]["kl"] - c["masked"]["kl"]) < 1e-6 * max(1.0, c["masked"]["kl"])
+            c["smc"].update({n: v for n, v in extra["smc"].items() if n not in c["smc"]})
+    old["extra_particles"] = sorted({int(n) for c in new["cases"] for n in c["smc"]} - set(old["particles"]))
+    return old, f"{old['load_average_end']}; second pass {load}"
+
+
+def _score_genlm(g: dict[str, Any], res: dict[str, Any]) -> dict[str, Any]:
+    """KL and TV of genlm-control's estimates against the exact conditionals, and grammarmask's SMC
+    at the same particle counts beside them."""
+    from grammarmask.fidelity import kl_divergence, total_variation
+
+    exact = {c["name"]: c for c in res["cases"]}
+    for c in g["cases"]:
+        e = exact[c["name"]]
+        c["kl"] = {n: kl_divergence(est, e["exact"]) if est else math.inf for n, est in c["estimate"].items()}
+        c["tv"] = {n: total_variation(est, e["exact"]) if est else 1.0 for n, est in c["estimate"].items()}
+        c["masked_kl"] = e["masked"]["kl"]
+        c["grammarmask_kl"] = {n: e["smc"][n]["kl"] for n in c["estimate"] if n in e["smc"]}
+    return g
+
+
 def report(res: dict[str, Any], load: str) -> str:
     h = res["headline_particles"]
     lines = [
         f"SmolLM2-135M-Instruct on the CPU ({res['threads']} threads; load average {load}). KL in nats,"
-        f" KL(sampler || exact); SMC at {h} particles, its output distribution estimated over the runs"
-        " shown.",
+        f" KL(sampler || exact); SMC at {h} particles (and more where run), its output distribution"
+        " estimated over the runs shown. The exact sampler (method='exact') draws from the exact"
+        " conditional: KL 0 by construction.",
         "",
-        "| case | language | strings | token paths | masked KL | masked TV | SMC KL | SMC TV | runs "
-        "| ratio |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"| case | language | strings | token paths | masked KL | masked TV | SMC({h}) KL | SMC({h}) TV "
+        "| runs | more particles: KL (N, runs) | masked / best SMC KL |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for c in res["cases"]:
         m, s = c["masked"], c["smc"][str(h)]
-        ratio = m["kl"] / s["kl"] if s["kl"] > 0 else math.inf
+        top = str(max(int(n) for n in c["smc"]))
+        best = min(s["kl"], c["smc"][top]["kl"])
+        ratio = f"{m['kl'] / best:.0f}x" if best > 0 else "inf"
+        more = f"{c['smc'][top]['kl']:.5f} ({top}, {c['smc'][top]['runs']})" if int(top) > h else ""
         lang = c["regex"] if len(c["regex"]) <= 40 else c["regex"][:37] + "..."
         lines.append(f"| {c['name']} | `{lang}` | {c['strings']} | {c['paths']} | {m['kl']:.4f} | "
-                     f"{m['tv']:.3f} | {s['kl']:.5f} | {s['tv']:.4f} | {s['runs']} | {ratio:.0f}x |")
+                     f"{m['tv']:.3f} | {s['kl']:.5f} | {s['tv']:.4f} | {s['runs']} | {more} | {ratio} |")
+    g = res.get("genlm")
+    if g and g.get("cases"):
+        lines += ["", f"{g['engine']}, {g['runs']} runs per particle count (each calls the model):", "",
+                  "| case | particles | genlm-control KL | genlm-control TV | s per run | grammarmask SMC KL "
+                  "| masked KL |", "|---|---:|---:|---:|---:|---:|---:|"]
+        for c in g["cases"]:
+            for n in c["kl"]:
+                gk = c["grammarmask_kl"].get(n)
+                lines.append(f"| {c['name']} | {n} | {c['kl'][n]:.5f} | {c['tv'][n]:.4f} | "
+                             f"{c['seconds'][n] / g['runs']:.1f} | {'' if gk is None else f'{gk:.5f}'} | "
+                             f"{c['masked_kl']:.4f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -273,7 +316,8 @@ fig, ax = plt.subplots(figsize=(7.5, 4.5))
 ns = res["particles"]
 for c in res["cases"]:
     if c["masked"]["kl"] > 0.01:
-        ax.plot(ns, [max(c["smc"][str(n)]["kl"], 1e-6) for n in ns], color="tab:blue", alpha=0.35, lw=1)
+        nc = sorted(int(n) for n in c["smc"])
+        ax.plot(nc, [max(c["smc"][str(n)]["kl"], 1e-6) for n in nc], color="tab:blue", alpha=0.35, lw=1)
 big = [c for c in res["cases"] if c["masked"]["kl"] > 0.01]
 mean = [sum(c["smc"][str(n)]["kl"] for c in big) / len(big) for n in ns]
 ax.plot(ns, [max(v, 1e-6) for v in mean], color="tab:blue", lw=2.5, marker="o",
@@ -282,8 +326,12 @@ ax.axhline(sum(c["masked"]["kl"] for c in big) / len(big), color="tab:red", ls="
            label="masked sampler (mean)")
 g = res.get("genlm")
 if g and g.get("cases"):
-    gn = g["particles"]
+    gn = sorted(int(n) for n in g["cases"][0]["kl"])
     gm_mean = [sum(c["kl"][str(n)] for c in g["cases"]) / len(g["cases"]) for n in gn]
+    mine = [sum(e["smc"][str(n)]["kl"] for e in res["cases"] if e["name"] in {c["name"] for c in g["cases"]})
+            / len(g["cases"]) for n in gn]
+    ax.plot(gn, [max(v, 1e-6) for v in mine], color="tab:blue", lw=1.5, ls=":", marker="o",
+            label="grammarmask SMC, same cases as genlm-control")
     ax.plot(gn, [max(v, 1e-6) for v in gm_mean], color="tab:green", lw=2.5, marker="s",
             label=f"genlm-control AWRS SMC (mean of {len(g['cases'])} cases)")
 ax.set_xscale("log", base=2)
@@ -306,6 +354,9 @@ def main() -> None:
     ap.add_argument("--budget", type=int, default=800, help="runs x particles per particle count (at least)")
     ap.add_argument("--headline", type=int, default=64)
     ap.add_argument("--only", nargs="*", default=[])
+    ap.add_argument("--particles", nargs="*", type=int, default=list(PARTICLES))
+    ap.add_argument("--merge", action="store_true", help="add the particle counts run now to --out's JSON "
+                    "(cases run again keep their earlier counts too)")
     ap.add_argument("--live", nargs="*", default=["star_wars"])
     ap.add_argument("--genlm-json", type=Path, help="results of benchmarks/fidelity_genlm.py to plot beside")
     ap.add_argument("--plot-python", default=sys.executable, help="a Python with matplotlib")
@@ -319,8 +370,10 @@ def main() -> None:
     else:
         res = run(a)
         load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+        if a.merge:
+            res, load = _merge(json.loads(a.out.with_suffix(".json").read_text()), res, load)
     if a.genlm_json and a.genlm_json.exists():
-        res["genlm"] = json.loads(a.genlm_json.read_text())
+        res["genlm"] = _score_genlm(json.loads(a.genlm_json.read_text()), res)
     res["load_average_end"] = load
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.with_suffix(".json").write_text(json.dumps(res, indent=1) + "\n")
