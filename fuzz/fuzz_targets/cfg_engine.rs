@@ -12,21 +12,14 @@ use _engine::cfg::{CfgEngine, Limits};
 use _engine::vocab::Vocab;
 use libfuzzer_sys::fuzz_target;
 
-struct Input<'a>(std::slice::Iter<'a, u8>);
-
-impl Input<'_> {
-    fn byte(&mut self) -> u8 {
-        self.0.next().copied().unwrap_or(0)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        usize::from(self.byte()) % n.max(1)
-    }
-}
+#[path = "input.rs"]
+mod input;
+use input::Input;
 
 const BYTES: &[u8] = b"ab( ";
 
 fuzz_target!(|data: &[u8]| {
-    let mut inp = Input(data.iter());
+    let mut inp = Input::new(data);
     let n_tokens = 1 + inp.below(20);
     let tokens: Vec<Vec<u8>> = (0..n_tokens)
         .map(|_| {

@@ -9,20 +9,12 @@ use _engine::regular::{Dfa, RegularIndex};
 use _engine::vocab::Vocab;
 use libfuzzer_sys::fuzz_target;
 
-/// Reads the fuzzer's bytes as small numbers (0 when they run out).
-struct Input<'a>(std::slice::Iter<'a, u8>);
-
-impl Input<'_> {
-    fn byte(&mut self) -> u8 {
-        self.0.next().copied().unwrap_or(0)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        usize::from(self.byte()) % n.max(1)
-    }
-}
+#[path = "input.rs"]
+mod input;
+use input::Input;
 
 fuzz_target!(|data: &[u8]| {
-    let mut inp = Input(data.iter());
+    let mut inp = Input::new(data);
     // a vocabulary of up to 24 tokens over the bytes a..d (and one other byte), some special
     let n_tokens = 1 + inp.below(24);
     let tokens: Vec<Vec<u8>> = (0..n_tokens)
