@@ -84,3 +84,17 @@ def test_a_pattern_with_a_short_min_length_is_still_exact() -> None:
     for text, ok in [('"a1b2c3"', True), ('"a1b2"', False), ('"a1b2c"', False)]:
         m = compiled.matcher()
         assert (all(m.try_advance(b + 1) for b in text.encode()) and m.is_accepting()) is ok, text
+
+
+@pytest.mark.parametrize(
+    "schema", [{"maxLength": 20e2}, {"type": "string", "minLength": 3.0, "maxLength": 300.0}]
+)
+def test_integral_float_lengths_take_the_long_string_path(schema: dict[str, float]) -> None:
+    # maxLength 2000.0 (JSON 20e2) missed the chunked long-string form that 2000 takes, and its
+    # {0,2000} terminal was refused after ~200 MB ("pattern too complex"); over 1 GB in the fuzzer
+    compiled = gm.JsonSchema(schema).compile(VOCAB)
+    lo = int(schema.get("minLength", 0))
+    for n, ok in [(lo, True), (int(schema["maxLength"]), True), (int(schema["maxLength"]) + 1, False)]:
+        m = compiled.matcher()
+        text = b'"' + b"a" * n + b'"'
+        assert (all(m.try_advance(b + 1) for b in text) and m.is_accepting()) is ok, n

@@ -154,8 +154,8 @@ class ScalarBuilder:
         counts = lo_n is not None and (hi is None or hi_n is not None)  # else string_body refuses
         if plain and counts and ((lo_n or 0) > COUNTED_MIN or (hi_n or 0) > COUNTED_CHUNKS * CHUNK):
             return self.counted_string(lo_n or 0, hi_n, ptr)
-        if plain and isinstance(hi, int) and hi > LONG_STRING and isinstance(lo, int) and 0 <= lo <= CHUNK:
-            return self.long_string(lo, hi)
+        if plain and hi_n is not None and hi_n > LONG_STRING and lo_n is not None and lo_n <= CHUNK:
+            return self.long_string(lo_n, hi_n)  # integral floats too (maxLength: 20e2)
         extra: list[str] = []
         body = self.string_body(s, ptr, extra)
         if body is None:
