@@ -21,6 +21,7 @@ OWN_PAGES = [
     "index.md", "quickstart.md", "cli.md", "howto_composing.md", "howto_llama_cpp.md", "api.md", "design.md",
     "howto_tool_calling.md",
     "quality.md",
+    "fidelity.md",
     "howto_vllm.md",
 ]
 PAGES = [ROOT / "README.md", *(ROOT / "docs" / p for p in OWN_PAGES)]
