@@ -35,6 +35,7 @@ from grammarmask.mask import Mask
 from grammarmask.native.cfg import NativeCompiledCfg
 from grammarmask.testing import reference_mask
 
+from .support_json_schema import BENCH
 from .test_cfg_exact import CASES
 from .test_cfg_exact import _setup as exact_setup
 from .test_cfg_shipped import EXAMPLES
@@ -426,14 +427,9 @@ def test_the_switch_selects_the_cfg_engine(monkeypatch: pytest.MonkeyPatch) -> N
 
 # ---- the JSONSchemaBench sample, every instance token by token (slow) -----------------------------------
 
-JSB = Path("/work/shared/corpus/json_schema/jsonschemabench")
-
-
 def _jsb_items() -> list[tuple[str, dict[str, Any]]]:
-    if not JSB.is_dir():
-        return []
     return [(f"{sub.name}/{f.name}", json.loads(f.read_text("utf-8")))
-            for sub in sorted(p for p in JSB.iterdir() if p.is_dir())
+            for sub in sorted(p for p in BENCH.iterdir() if p.is_dir())
             for f in sorted((sub / "examples").glob("*.json"))]
 
 
@@ -446,8 +442,7 @@ def test_jsonschemabench_instances_agree_token_by_token(tekken: gm.Vocabulary, t
     import warnings
 
     items = _jsb_items()
-    if not items:
-        pytest.skip(f"the JSONSchemaBench sample is not at {JSB}")
+    assert items, f"the JSONSchemaBench sample is not at {BENCH}"
     checked = 0
     for name, data in items:
         try:

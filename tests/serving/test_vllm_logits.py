@@ -9,10 +9,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch  # vLLM requires it: these tests run only where vLLM is installed
 
-torch = pytest.importorskip("torch")
-
-from grammarmask.integrations import vllm_logits as gl  # noqa: E402
+from grammarmask.integrations import vllm_logits as gl
 
 from .conftest import Engine  # noqa: E402
 from .test_vllm_backend import CHOICES, REGEX, expected_row, legal_ids  # noqa: E402
