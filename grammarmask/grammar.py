@@ -138,6 +138,26 @@ class Grammar(ABC):
         return Repeat(self, min, max)
 
 
+class Wrapped(Grammar):
+    """A grammar that is another grammar, ``self.grammar``, under its own name (structural tags,
+    reasoning): the same language, cache key, special tokens, automaton and compiled form."""
+
+    grammar: Grammar
+
+    def cache_key(self) -> Hashable | None:
+        key = self.grammar.cache_key()
+        return None if key is None else (type(self.grammar).__qualname__, key)
+
+    def special_tokens(self) -> frozenset[str | int]:
+        return self.grammar.special_tokens()
+
+    def to_dfa(self) -> Any:
+        return self.grammar.to_dfa()
+
+    def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
+        return self.grammar.compile(vocab)
+
+
 class CompiledGrammar(ABC):
     """A grammar bound to a vocabulary: immutable, thread-safe, shared by any number of matchers.
 

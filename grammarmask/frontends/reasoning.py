@@ -3,12 +3,8 @@ that applies only after the reasoning (``gm.Reasoning() + grammar``, or ``gramma
 
 from __future__ import annotations
 
-from collections.abc import Hashable
-from typing import Any
-
 from ..errors import GrammarError
-from ..grammar import CompiledGrammar, Grammar
-from ..vocab import Vocabulary
+from ..grammar import Grammar, Wrapped
 from .special_token import SpecialToken
 from .structural_tag import concat, free_text, literal
 
@@ -25,7 +21,7 @@ def _marker(x: Marker, what: str) -> Grammar:
     raise GrammarError(f"Reasoning: {what} must be a non-empty str or a SpecialToken, got {x!r}")
 
 
-class Reasoning(Grammar):
+class Reasoning(Wrapped):
     """Free text (any UTF-8 text without the marker) ending with ``end``; optionally opened by
     ``start``. Add the answer's grammar after it: ``gm.Reasoning("</think>") + gm.JsonSchema(s)``.
 
@@ -55,15 +51,3 @@ class Reasoning(Grammar):
     def __repr__(self) -> str:
         start = "" if self.start is None else f", start={self.start!r}"
         return f"Reasoning({self.end!r}{start})"
-
-    def cache_key(self) -> Hashable | None:
-        return self.grammar.cache_key()
-
-    def special_tokens(self) -> frozenset[str | int]:
-        return self.grammar.special_tokens()
-
-    def to_dfa(self) -> Any:
-        return self.grammar.to_dfa()
-
-    def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
-        return self.grammar.compile(vocab)

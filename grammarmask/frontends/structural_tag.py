@@ -34,7 +34,7 @@ from ..automata import concat as concat_dfa
 from ..compose import Union
 from ..engine import compile_dfa
 from ..errors import GrammarError
-from ..grammar import CompiledGrammar, Grammar
+from ..grammar import CompiledGrammar, Grammar, Wrapped
 from ..sequence import Repeat, _SequenceCompiled, byte_extended
 from ..sequence import Sequence as Concat
 from ..vocab import Vocabulary
@@ -280,7 +280,7 @@ def tags_with_separator(
     return _Graph(parts, (starts, following, frozenset(final)), f"tags_with_separator({separator!r})")
 
 
-class StructuralTag(Grammar):
+class StructuralTag(Wrapped):
     """Free text until one of several triggers, then a tag's begin, body grammar and end, any
     number of times (tool calling); or any XGrammar structural-tag format (:meth:`from_json`).
 
@@ -358,19 +358,6 @@ class StructuralTag(Grammar):
 
     def __repr__(self) -> str:
         return f"StructuralTag({self.grammar!r})"
-
-    def cache_key(self) -> Hashable | None:
-        key = self.grammar.cache_key()
-        return None if key is None else (type(self.grammar).__qualname__, key)
-
-    def special_tokens(self) -> frozenset[str | int]:
-        return self.grammar.special_tokens()
-
-    def to_dfa(self) -> Any:
-        return self.grammar.to_dfa()
-
-    def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
-        return self.grammar.compile(vocab)
 
 
 def concat(parts: Sequence[Grammar]) -> Grammar:
