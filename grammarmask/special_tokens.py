@@ -164,6 +164,23 @@ def spelling_dfa(name: str) -> DFA:
 PLACEHOLDER = "GRAMMARMASK_SPECIAL_{}"
 
 
+def past_lark_literal(text: str, i: int) -> int | None:
+    """Where a "string", /regex/ or // comment of Lark text that starts at ``i`` ends (the index
+    after it; an unterminated string or regex ends at its line's end), or None if none starts there.
+    The scanners of Lark text (special-token references, group nesting) skip these."""
+    c = text[i]
+    n = len(text)
+    if c == '"' or (c == "/" and text[i + 1 : i + 2] != "/"):
+        j = i + 1
+        while j < n and text[j] != c and text[j] != "\n":
+            j += 2 if text[j] == "\\" else 1
+        return j + 1
+    if c == "/":  # a // comment
+        j = text.find("\n", i)
+        return n if j < 0 else j
+    return None
+
+
 def rewrite_lark_refs(text: str) -> tuple[str, dict[str, Ref], dict[Ref, tuple[int, int]]]:
     """Lark text with each special-token reference (``<name>``, ``<[NAME]>``, ``<[12]>`` outside
     strings, regexes and ``//`` comments) replaced by a declared placeholder terminal; returns the new
@@ -176,14 +193,8 @@ def rewrite_lark_refs(text: str) -> tuple[str, dict[str, Ref], dict[Ref, tuple[i
     i, n, last = 0, len(text), 0
     while i < n:
         c = text[i]
-        if c == '"' or (c == "/" and text[i + 1 : i + 2] != "/"):
-            j = i + 1
-            while j < n and text[j] != c and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
-            i = j + 1
-        elif c == "/":  # a // comment
-            while i < n and text[i] != "\n":
-                i += 1
+        if (end := past_lark_literal(text, i)) is not None:
+            i = end
         elif c == "<" and (m := REF_PATTERN.match(text, i)) is not None:
             ref = parse_ref(m.group(0))
             name = seen.get(ref)

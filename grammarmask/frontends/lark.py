@@ -23,7 +23,7 @@ from ..grammar import CompiledGrammar, Grammar
 from ..ir.builder import EMPTY, Expr, Pat, Ref, alt, build_cfg, seq
 from ..limits import active
 from ..special_tokens import Ref as SpecialRef
-from ..special_tokens import require_view, resolve, rewrite_lark_refs, spelling_dfa
+from ..special_tokens import past_lark_literal, require_view, resolve, rewrite_lark_refs, spelling_dfa
 from ..vocab import Vocabulary
 
 __all__ = ["Lark"]
@@ -138,15 +138,10 @@ def check_nesting(text: str) -> None:
     budget = active().grammar_nesting
     while i < n:
         c = text[i]
-        if c == '"' or (c == "/" and text[i + 1 : i + 2] != "/"):
-            j = i + 1
-            while j < n and text[j] != c and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
-            i = j
-        elif c == "/":  # a // comment
-            while i < n and text[i] != "\n":
-                i += 1
-        elif c in "([":
+        if (end := past_lark_literal(text, i)) is not None:
+            i = end
+            continue
+        if c in "([":
             depth += 1
             if depth > budget:
                 line = text.count("\n", 0, i) + 1
