@@ -188,6 +188,7 @@ class Counting:
 
     def batch_logits(self, seqs: Sequence[Sequence[int]]) -> np.ndarray:
         assert len({len(s) for s in seqs}) == 1  # a level of the tree: equal lengths
+        assert len({tuple(s) for s in seqs}) == len(seqs)  # particles on one path share one row
         self.batches.append(len(seqs))
         return np.stack([self.inner(s) for s in seqs])
 
@@ -202,6 +203,12 @@ def test_batches_by_level_and_smc_output_in_infinite_language() -> None:
     assert all(p.log_weight == -math.inf or re.fullmatch(rb"(ab)+c", p.text_bytes) for p in r.particles)
     assert sum(m.batches) == r.model_rows
     assert math.isfinite(r.log_z) and r.log_z < 0
+
+
+def test_particles_on_one_path_share_a_row() -> None:
+    m = Counting()
+    r = aligned_sample(m, VOCAB, gm.Regex("ccc"), [6], n_particles=32, seed=0)
+    assert r.text_bytes == b"ccc" and m.batches == [1, 1, 1, 1] and r.model_rows == 4  # one path: c c c EOS
 
 
 def test_budgets_and_bad_options() -> None:

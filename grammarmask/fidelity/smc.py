@@ -12,6 +12,9 @@ Del Moral, Doucet & Jasra (2006), *Sequential Monte Carlo samplers*; Lew, Zhi-Xu
 Mansinghka (2023), *Sequential Monte Carlo steering of large language models using probabilistic
 programs* (the grammar-constrained proposal with ``Z`` as incremental weight, as in genlm-control).
 
+Particles on the same path share one model row and one mask per step (only distinct paths are scored),
+so a peaked model costs far fewer rows than ``n_particles`` per step.
+
 With one particle this is exactly the masked sampler. As ``n_particles`` grows, the distribution of a
 string drawn from the final particles in proportion to their weights converges to ``p(y | y in L)``
 (its bias falls like ``1 / n_particles``); it is not exact for any finite number of particles.
@@ -93,11 +96,20 @@ def run_smc(model: Any, compiled: CompiledGrammar, prompt: list[int], *, n_parti
     resamples = rows_used = steps = 0
     while steps < max_tokens and not all(done):
         alive = [i for i in range(n_particles) if not done[i]]
-        rows = next_logprobs(model, [prompt + tokens[i] for i in alive], compiled.vocab.size, temperature,
+        # Particles on the same path (after resampling, or where the model is sure) share one model
+        # row and one mask: only the distinct paths are scored.
+        group: dict[tuple[int, ...], int] = {}
+        first: list[int] = []
+        for i in alive:
+            if group.setdefault(tuple(tokens[i]), len(first)) == len(first):
+                first.append(i)
+        rows = next_logprobs(model, [prompt + tokens[i] for i in first], compiled.vocab.size, temperature,
                              batch_size)
-        rows_used += len(alive)
-        for i, row in zip(alive, rows):
-            legal = legal_ids(matchers[i])
+        masks = [legal_ids(matchers[i]) for i in first]
+        rows_used += len(first)
+        for i in alive:
+            g = group[tuple(tokens[i])]
+            row, legal = rows[g], masks[g]
             lps = row[legal]
             lz = logsumexp(lps)
             if lz == -math.inf:
