@@ -1,6 +1,6 @@
 """Soak: one process compiles many distinct JSONSchemaBench-like schemas on tekken, 20 steps each.
 
-    python benchmarks/soak_schemas.py [--count 10000] [--minutes M] [--llg-python /tmp/benchvenv/bin/python]
+    python benchmarks/soak_schemas.py [--count 10000] [--minutes M] [--parallel] [--llg-python PY]
 
 The schemas are variants of the JSONSchemaBench sample in the shared corpus (only the sample schemas
 grammarmask's front end takes): variant ``i`` of a sample schema renames some property keys (and
@@ -17,9 +17,11 @@ grammars. They are written once to a JSON-lines file, and each engine runs them 
 Every 100 schemas each process reports its RSS (``/proc/self/status``, VmRSS and VmHWM). The
 grammarmask process also checks every cache: each live ``grammarmask.cache.Lru`` within its entry and
 byte bounds, and the compiled-grammar cache of the vocabulary within
-``Limits.compiled_per_vocabulary``. ``--minutes`` stops an engine early (llguidance then runs the
-schemas grammarmask got through). Writes ``benchmarks/results/soak_schemas.{json,md}`` and, when
-matplotlib is importable (``--plot-python``), ``soak_schemas.png``.
+``Limits.compiled_per_vocabulary``. The engines run one after the other, or with ``--parallel`` at
+the same time (each in its own process). ``--minutes`` stops an engine early (one after the other,
+llguidance then runs the schemas grammarmask got through). Writes
+``benchmarks/results/soak_schemas.{json,md}`` and, when matplotlib is importable (``--plot-python``),
+``soak_schemas.png``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -182,35 +186,28 @@ def check_caches(vocab: Any) -> dict[str, Any]:
     }
 
 
-def worker_grammarmask(schemas: Path, count: int, seconds: float, every: int) -> None:
-    sys.path.insert(0, str(ROOT))
-    import numpy as np
-
-    import grammarmask as gm
-
+def soak(
+    schemas: Path,
+    count: int,
+    seconds: float,
+    every: int,
+    walk: Callable[[str, random.Random], int],
+    extra: Callable[[], dict[str, Any]] = dict,
+) -> None:
+    """The loop both workers share: ``walk(line, rng)`` compiles one schema, steps and returns the
+    steps taken; a refusal or a timeout is counted. Prints a JSON line every ``every`` schemas (RSS,
+    time, counts and ``extra()``) and a final one."""
     t_start = time.monotonic()
-    vocab = gm.Vocabulary.from_mistral("tekken")
-    words = np.zeros((1, (vocab.size + 31) // 32), dtype=np.int32)
-    eos = vocab.eos_token_id
     _alarm(SCHEMA_SECONDS)
     done = refused = steps = 0
-    warnings.simplefilter("ignore")
-    print(json.dumps({"n": 0, "rss": rss_mb(), "t": 0.0, **check_caches(vocab)}), flush=True)
+    print(json.dumps({"n": 0, "rss": rss_mb(), "t": 0.0, **extra()}), flush=True)
     with schemas.open() as fh:
         for i, line in enumerate(fh):
             if i >= count or time.monotonic() - t_start > seconds:
                 break
-            rng = random.Random(i)
             signal.alarm(SCHEMA_SECONDS)
             try:
-                m = gm.JsonSchema(json.loads(line)).compile(vocab).matcher()
-                for _ in range(STEPS):
-                    m.fill_mask(words, 0)
-                    legal = [t for t in _legal(words[0], vocab.size) if t != eos]
-                    if not legal:
-                        break
-                    m.advance(int(rng.choice(legal)))
-                    steps += 1
+                steps += walk(line, random.Random(i))
             except Exception as e:  # noqa: BLE001 - a refusal or a timeout is counted, not fatal
                 refused += 1
                 if refused <= 20:
@@ -219,38 +216,40 @@ def worker_grammarmask(schemas: Path, count: int, seconds: float, every: int) ->
                 signal.alarm(0)
             done += 1
             if done % every == 0:
-                print(
-                    json.dumps(
-                        {
-                            "n": done,
-                            "rss": rss_mb(),
-                            "t": time.monotonic() - t_start,
-                            "refused": refused,
-                            "steps": steps,
-                            **check_caches(vocab),
-                        }
-                    ),
-                    flush=True,
-                )
-    print(
-        json.dumps(
-            {
-                "final": done,
-                "refused": refused,
-                "steps": steps,
-                "rss": rss_mb(),
-                "t": time.monotonic() - t_start,
-            }
-        ),
-        flush=True,
-    )
+                row = {"n": done, "rss": rss_mb(), "t": time.monotonic() - t_start}
+                print(json.dumps({**row, "refused": refused, "steps": steps, **extra()}), flush=True)
+    final = {"final": done, "refused": refused, "steps": steps, "rss": rss_mb()}
+    print(json.dumps({**final, "t": time.monotonic() - t_start}), flush=True)
+
+
+def worker_grammarmask(schemas: Path, count: int, seconds: float, every: int) -> None:
+    sys.path.insert(0, str(ROOT))
+    import numpy as np
+
+    import grammarmask as gm
+
+    vocab = gm.Vocabulary.from_mistral("tekken")
+    words = np.zeros((1, (vocab.size + 31) // 32), dtype=np.int32)
+    eos = vocab.eos_token_id
+    warnings.simplefilter("ignore")
+
+    def walk(line: str, rng: random.Random) -> int:
+        m = gm.JsonSchema(json.loads(line)).compile(vocab).matcher()
+        for step in range(STEPS):
+            m.fill_mask(words, 0)
+            legal = [t for t in _legal(words[0], vocab.size) if t != eos]
+            if not legal:
+                return step
+            m.advance(int(rng.choice(legal)))
+        return STEPS
+
+    soak(schemas, count, seconds, every, walk, lambda: check_caches(vocab))
 
 
 def worker_llguidance(schemas: Path, count: int, seconds: float, every: int, vocab_file: Path) -> None:
     import llguidance as llg
     import numpy as np
 
-    t_start = time.monotonic()
     spec = json.loads(vocab_file.read_text())
     tokens = [bytes.fromhex(h) for h in spec["tokens"]]
     eos, specials = spec["eos"], set(spec["specials"]) | {spec["eos"]}
@@ -283,75 +282,38 @@ def worker_llguidance(schemas: Path, count: int, seconds: float, every: int, voc
     words = np.zeros((1, (len(spec["tokens"]) + 31) // 32), dtype=np.int32)
     size = len(spec["tokens"])
     del spec
-    _alarm(SCHEMA_SECONDS)
-    done = refused = steps = 0
-    print(json.dumps({"n": 0, "rss": rss_mb(), "t": 0.0}), flush=True)
-    with schemas.open() as fh:
-        for i, line in enumerate(fh):
-            if i >= count or time.monotonic() - t_start > seconds:
-                break
-            rng = random.Random(i)
-            signal.alarm(SCHEMA_SECONDS)
-            try:
-                grammar = llg.LLMatcher.grammar_from_json_schema(line)
-                is_err, msgs = llg.LLMatcher.validate_grammar_with_warnings(grammar, tok)
-                if is_err:
-                    raise ValueError("; ".join(msgs)[:160])
-                m = llg.LLMatcher(tok, grammar, log_level=0)
-                if m.is_error():
-                    raise ValueError(m.get_error())
-                for _ in range(STEPS):
-                    m.unsafe_compute_mask_ptr(words.ctypes.data, words.size * words.itemsize)
-                    legal = [t for t in _legal(words[0], size) if t != eos]
-                    if not legal:
-                        break
-                    if not m.consume_token(int(rng.choice(legal))):
-                        raise ValueError(m.get_error())
-                    steps += 1
-            except Exception as e:  # noqa: BLE001 - a refusal is counted, not fatal
-                refused += 1
-                if refused <= 20:
-                    print(json.dumps({"error": f"{i}: {type(e).__name__}: {str(e)[:160]}"}), flush=True)
-            finally:
-                signal.alarm(0)
-            done += 1
-            if done % every == 0:
-                print(
-                    json.dumps(
-                        {
-                            "n": done,
-                            "rss": rss_mb(),
-                            "t": time.monotonic() - t_start,
-                            "refused": refused,
-                            "steps": steps,
-                        }
-                    ),
-                    flush=True,
-                )
-    print(
-        json.dumps(
-            {
-                "final": done,
-                "refused": refused,
-                "steps": steps,
-                "rss": rss_mb(),
-                "t": time.monotonic() - t_start,
-            }
-        ),
-        flush=True,
-    )
+
+    def walk(line: str, rng: random.Random) -> int:
+        grammar = llg.LLMatcher.grammar_from_json_schema(line)
+        is_err, msgs = llg.LLMatcher.validate_grammar_with_warnings(grammar, tok)
+        if is_err:
+            raise ValueError("; ".join(msgs)[:160])
+        m = llg.LLMatcher(tok, grammar, log_level=0)
+        if m.is_error():
+            raise ValueError(m.get_error())
+        for step in range(STEPS):
+            m.unsafe_compute_mask_ptr(words.ctypes.data, words.size * words.itemsize)
+            legal = [t for t in _legal(words[0], size) if t != eos]
+            if not legal:
+                return step
+            if not m.consume_token(int(rng.choice(legal))):
+                raise ValueError(m.get_error())
+        return STEPS
+
+    soak(schemas, count, seconds, every, walk)
 
 
 # ---- the driver -------------------------------------------------------------------------------------
 
 
-def run_worker(cmd: list[str], env: dict[str, str]) -> list[dict[str, Any]]:
+def run_worker(name: str, cmd: list[str], env: dict[str, str]) -> list[dict[str, Any]]:
+    """Run one worker; its JSON lines, each also echoed prefixed with ``name``."""
     rows = []
     with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True) as p:
         assert p.stdout is not None
         for line in p.stdout:
             rows.append(json.loads(line))
-            print(line.rstrip(), flush=True)
+            print(name, line.rstrip(), flush=True)
     return rows
 
 
@@ -423,6 +385,11 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=Path("/tmp/grammarmask-soak"))
     ap.add_argument("--out", type=Path, default=HERE / "results" / "soak_schemas")
     ap.add_argument("--every", type=int, default=100, help="sample RSS every this many schemas")
+    ap.add_argument(
+        "--parallel",
+        action="store_true",
+        help="run the two engines at the same time (each in its own process)",
+    )
     ap.add_argument("--worker", choices=["grammarmask", "llguidance"])
     ap.add_argument("--schemas", type=Path)
     ap.add_argument("--vocab-file", type=Path)
@@ -460,47 +427,32 @@ def main() -> None:
         "--every",
         str(a.every),
     ]
+
+    def cmd(name: str, python: str, count: int) -> list[str]:
+        worker = ["--worker", name, "--count", str(count), "--minutes", str(a.minutes)]
+        return ["nice", "-n", "19", python, *me, *worker]
+
     load0 = os.getloadavg()
     res: dict[str, Any] = {}
-    res["grammarmask"] = run_worker(
-        [
-            "nice",
-            "-n",
-            "19",
-            sys.executable,
-            *me,
-            "--worker",
-            "grammarmask",
-            "--count",
-            str(a.count),
-            "--minutes",
-            str(a.minutes),
-        ],
-        env,
-    )
+    if a.parallel:
+        with ThreadPoolExecutor(2) as pool:
+            gm_run = pool.submit(run_worker, "grammarmask", cmd("grammarmask", sys.executable, a.count), env)
+            llg_run = pool.submit(
+                run_worker, "llguidance", cmd("llguidance", a.llg_python, a.count), dict(os.environ)
+            )
+            res["grammarmask"], res["llguidance"] = gm_run.result(), llg_run.result()
+    else:
+        res["grammarmask"] = run_worker("grammarmask", cmd("grammarmask", sys.executable, a.count), env)
     got = next((r["final"] for r in res["grammarmask"] if "final" in r), a.count)
-    res["llguidance"] = run_worker(
-        [
-            "nice",
-            "-n",
-            "19",
-            a.llg_python,
-            *me,
-            "--worker",
-            "llguidance",
-            "--count",
-            str(got),
-            "--minutes",
-            str(a.minutes),
-        ],
-        dict(os.environ),
-    )
+    if not a.parallel:
+        res["llguidance"] = run_worker("llguidance", cmd("llguidance", a.llg_python, got), dict(os.environ))
     load1 = os.getloadavg()
+    how = "at the same time, each in its own process" if a.parallel else "one after the other"
     res["note"] = (
         f"{got} of {a.count} schemas (variants of {n_bases} JSONSchemaBench sample schemas); "
         f"machine load (1/5/15 min) {load0[0]:.1f}/{load0[1]:.1f}/{load0[2]:.1f} at the start, "
         f"{load1[0]:.1f}/{load1[1]:.1f}/{load1[2]:.1f} at the end, on 2 cores shared with other "
-        "jobs; both engines run under nice -n 19, one after the other."
+        f"jobs; both engines run under nice -n 19, {how}."
     )
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.with_suffix(".json").write_text(json.dumps(res, indent=1) + "\n")
