@@ -5,7 +5,8 @@
 - **Regular grammars** (a compiled grammar with a byte ``dfa``): the exact shortest word from the state
   to an accepting one, from breadth-first distances to acceptance computed once per DFA (backwards
   over the automaton's edges).
-- **Context-free grammars** (:class:`~grammarmask.cfg.CompiledCfg`): per configuration of the state,
+- **Context-free grammars** (:class:`~grammarmask.cfg.CompiledCfg` and the native engine's
+  :class:`~grammarmask.native.cfg.NativeCompiledCfg`): per configuration of the state,
   the pending lexeme is finished along its DFA's shortest path, then the parser is completed by the
   cheapest way out of the Earley chart. With ``len(X)`` the length of nonterminal ``X``'s shortest
   derivation (Knuth 1977, "A generalization of Dijkstra's algorithm", IPL 6(1): the least fixed point
@@ -18,7 +19,9 @@
   Items predicted in ``E_j`` itself (``i = j``) make this a shortest-path problem among the
   nonterminals of one set, solved by Dijkstra; older sets' answers are memoised on the sets (which
   are immutable and shared by the whole chart), so each step computes only the sets it added.
-  The chart holds the right context, so the answer is exact at the level of terminals.
+  The chart holds the right context, so the answer is exact at the level of terminals. The native
+  engine computes ``C(E, X)`` on its own chart (src/cfg/complete.rs, the same algorithm, ties broken
+  in sorted order) from the costs computed here; the rest (lexemes, spellings, the check) is shared.
 
   lark's lexer is greedy: two lexemes written back to back may lex as one (``NAME NAME``). Every CFG
   candidate is therefore checked by feeding it to the compiled grammar (the exact recognizer); when
@@ -78,12 +81,22 @@ def _make_solver(compiled: CompiledGrammar) -> Any:
     from .cfg.compiled import CompiledCfg
 
     if isinstance(compiled, CompiledCfg):
-        return _CfgSolver(compiled)
+        return _PythonCfgSolver(compiled)
+    if _is_native_cfg(compiled):
+        return _NativeCfgSolver(compiled)
     dfa = getattr(compiled, "dfa", None)
     if dfa is not None and _is_dfa_grammar(compiled):
         paths = _Paths(np.asarray(dfa.transitions), np.asarray(dfa.accepting))
         return paths.word
     return False
+
+
+def _is_native_cfg(compiled: CompiledGrammar) -> bool:
+    try:
+        from .native.cfg import NativeCompiledCfg
+    except ImportError:  # pragma: no cover - no native extension
+        return False
+    return isinstance(compiled, NativeCompiledCfg)
 
 
 def _is_dfa_grammar(compiled: CompiledGrammar) -> bool:
@@ -147,39 +160,50 @@ class _Paths:
 
 
 class _CfgSolver:
-    """Completions for a :class:`~grammarmask.cfg.CompiledCfg` (see the module docstring)."""
+    """Completions for a context-free grammar (see the module docstring): the lexeme half, shared by
+    both engines. A subclass reads its engine's chart: :meth:`_confs` (per configuration of a state:
+    at a boundary or not, its pending DFA states, a handle) and :meth:`_finish` (the cheapest way to
+    acceptance after a configuration's set, or after it closes a terminal)."""
 
-    def __init__(self, compiled: Any) -> None:
+    def __init__(self, compiled: Any, table: npt.NDArray[Any], accepting: npt.NDArray[np.bool_],
+                 start: list[int], term_of: list[int], is_ignore: list[bool]) -> None:
         self.c = compiled
-        lex, g, cfg = compiled.lex, compiled.earley, compiled.cfg
-        self.lex, self.g = lex, g
-        self.paths = _Paths(lex.table, lex.accepting)
+        cfg = compiled.cfg
+        #: the combined lexer table: global DFA states, 0 dead, each other state of one terminal
+        self.rows, self.start, self.term_of, self.is_ignore = table, start, term_of, is_ignore
+        self.paths = _Paths(table, accepting)
         n_terms = len(cfg.terminals)
         #: per terminal: its shortest lexeme (None: matches nothing)
-        self.tword: list[bytes | None] = [self.paths.word(lex.start[t]) if lex.start[t] else None
+        self.tword: list[bytes | None] = [self.paths.word(start[t]) if start[t] else None
                                           for t in range(n_terms)]
         self.tcost = [len(w) if w is not None else _INF for w in self.tword]
         self.ncost, self.nrule = cfg.shortest_derivations(self.tcost)
-        # tail[d]: the cost of the symbols from dot d to the end of its rule
-        tail = [0] * (len(g.next_sym) + 1)
-        for d in range(len(g.next_sym) - 1, -1, -1):
-            sym = g.next_sym[d]
-            tail[d] = 0 if sym is None else min(_INF, self._cost(sym) + tail[d + 1])
-        self.tail = tail
         ign = [w for t in cfg.ignore if (w := self.tword[t])]
         self.sep: bytes | None = min(ign, key=len) if ign else None
         self._cache: Lru[Any, Any] = Lru(_CACHE)
-        self._derived: dict[int, list[int]] = {}
 
-    def _cost(self, sym: int) -> int:
-        return self.tcost[~sym] if sym < 0 else self.ncost[sym]
+    # --- the chart (per engine) -----------------------------------------------------------------
+
+    def _key(self, state: Any) -> Any:
+        """What the completion of ``state`` depends on (the cache key; holds no chart); None when
+        ``state`` is not a state of this engine."""
+        raise NotImplementedError
+
+    def _confs(self, state: Any) -> list[tuple[bool, Any, Any]]:
+        """Per configuration of ``state``: ``(fresh, pending DFA states, handle)``."""
+        raise NotImplementedError
+
+    def _finish(self, handle: Any, t: int | None) -> tuple[int, list[int]] | None:
+        """The cheapest way from a lexeme boundary to acceptance after configuration ``handle``'s
+        set (``t`` None) or after it closes terminal ``t``: its cost and the symbols to derive."""
+        raise NotImplementedError
 
     # --- the answer ---------------------------------------------------------------------------
 
     def __call__(self, state: Any) -> bytes | None:
-        if not isinstance(state, tuple) or not state:
+        key = self._key(state)
+        if key is None or not state:
             return None
-        key = tuple((e.sig, pend, sh, fr) for e, pend, sh, fr in state)
         hit = self._cache.get(key)
         if hit is not None:
             return hit if isinstance(hit, bytes) else None
@@ -195,25 +219,21 @@ class _CfgSolver:
         if c.is_accepting_state(state):
             return b""
         cands: list[tuple[int, int, list[tuple[int, bytes, int]]]] = []
-        for i, (e, pend, _, fresh) in enumerate(state):
+        for i, (fresh, pend, handle) in enumerate(self._confs(state)):
             if fresh:
-                got = self._finish(e)
+                got = self._finish(handle, None)
                 if got is not None:
-                    cands.append((got[0], i, got[1]))
-            if fresh:
+                    cands.append((got[0], i, self._lexemes(got[1])))
                 continue  # lexemes that start here are the terminals _finish already weighs
             for q in pend:
                 head = self.paths.nonempty(q)
                 if head is None:
                     continue
                 qf, word = head
-                t = self.lex.term_list[qf]
-                e2 = e if self.lex.is_ignore[t] else e.advance(t)
-                if e2 is None:
-                    continue
-                got = self._finish(e2)
+                t = self.term_of[qf]
+                got = self._finish(handle, None if self.is_ignore[t] else t)
                 if got is not None:
-                    cands.append((len(word) + got[0], i, [(t, word, qf), *got[1]]))
+                    cands.append((len(word) + got[0], i, [(t, word, qf), *self._lexemes(got[1])]))
         cands.sort(key=lambda x: x[0])
         for cost, _, lexemes in cands[:_TRIES]:
             if cost >= _INF:
@@ -230,7 +250,7 @@ class _CfgSolver:
         plain = b"".join(w for _, w, _ in lexemes)
         if self.sep is None or not lexemes:
             return [plain]
-        rows, sep = self.lex.rows, self.sep
+        rows, sep = self.rows, self.sep
         parts: list[bytes] = []
         for i, (_, w, qf) in enumerate(lexemes):
             parts.append(w)
@@ -241,9 +261,66 @@ class _CfgSolver:
         # the output so far may end in a lexeme the first one would extend: a separator before it too
         return list(dict.fromkeys([plain, inner, sep + inner]))
 
-    def _finish(self, e: Any) -> tuple[int, list[tuple[int, bytes, int]]] | None:
-        """The cheapest way from a lexeme boundary after set ``e`` to acceptance: its cost and its
-        lexemes ``(terminal, bytes, end state)``."""
+    def _lexemes(self, syms: list[int]) -> list[tuple[int, bytes, int]]:
+        """The lexemes ``(terminal, bytes, end state)`` of the shortest derivation of ``syms``."""
+        out: list[tuple[int, bytes, int]] = []
+        for t in self._terminals(syms):
+            w = self.tword[t]
+            assert w is not None
+            out.append((t, w, self._end(t, w)))
+        return out
+
+    def _end(self, t: int, w: bytes) -> int:
+        q: int = self.start[t]
+        rows = self.rows
+        for b in w:
+            q = int(rows[q][b])
+        return q
+
+    def _terminals(self, syms: list[int]) -> list[int]:
+        """The terminals of the shortest derivation of ``syms``."""
+        out: list[int] = []
+        stack = list(reversed(syms))
+        rules = self.c.cfg.rules
+        while stack:
+            s = stack.pop()
+            if s < 0:
+                out.append(~s)
+            else:
+                stack.extend(reversed(rules[self.nrule[s]].rhs))
+        return out
+
+
+class _PythonCfgSolver(_CfgSolver):
+    """Completions for a :class:`~grammarmask.cfg.CompiledCfg`: ``C(E, X)`` memoised on its sets."""
+
+    def __init__(self, compiled: Any) -> None:
+        lex = compiled.lex
+        super().__init__(compiled, lex.table, lex.accepting, lex.start, lex.term_list, lex.is_ignore)
+        self.rows = lex.rows
+        g = self.g = compiled.earley
+        # tail[d]: the cost of the symbols from dot d to the end of its rule
+        tail = [0] * (len(g.next_sym) + 1)
+        for d in range(len(g.next_sym) - 1, -1, -1):
+            sym = g.next_sym[d]
+            tail[d] = 0 if sym is None else min(_INF, self._cost(sym) + tail[d + 1])
+        self.tail = tail
+
+    def _cost(self, sym: int) -> int:
+        return self.tcost[~sym] if sym < 0 else self.ncost[sym]
+
+    def _key(self, state: Any) -> Any:
+        if not isinstance(state, tuple):
+            return None
+        return tuple((e.sig, pend, sh, fr) for e, pend, sh, fr in state)
+
+    def _confs(self, state: Any) -> list[tuple[bool, Any, Any]]:
+        return [(fresh, pend, e) for e, pend, _, fresh in state]
+
+    def _finish(self, handle: Any, t: int | None) -> tuple[int, list[int]] | None:
+        e = handle if t is None else handle.advance(t)
+        if e is None:
+            return None
         if e.accepting:
             return 0, []
         table = self._table(e)
@@ -270,19 +347,7 @@ class _CfgSolver:
                 break
             d, o = x[1]
             d += 1
-        out: list[tuple[int, bytes, int]] = []
-        for t in self._terminals(syms):
-            w = self.tword[t]
-            assert w is not None
-            out.append((t, w, self._end(t, w)))
-        return best, out
-
-    def _end(self, t: int, w: bytes) -> int:
-        q: int = self.lex.start[t]
-        rows = self.lex.rows
-        for b in w:
-            q = rows[q][b]
-        return q
+        return best, syms
 
     def _rest(self, d: int) -> list[int]:
         out = []
@@ -290,18 +355,6 @@ class _CfgSolver:
         while (sym := nxt[d]) is not None:
             out.append(sym)
             d += 1
-        return out
-
-    def _terminals(self, syms: list[int]) -> list[int]:
-        """The terminals of the shortest derivation of ``syms``."""
-        out: list[int] = []
-        stack = list(reversed(syms))
-        while stack:
-            s = stack.pop()
-            if s < 0:
-                out.append(~s)
-            else:
-                stack.extend(reversed(self.c.cfg.rules[self.nrule[s]].rhs))
         return out
 
     # --- C(E, X), memoised on the sets -----------------------------------------------------------
@@ -356,6 +409,40 @@ class _CfgSolver:
                     serial += 1
                     heapq.heappush(heap, (tail[d + 1] + cost, z, serial, (d, e)))
         return out
+
+
+class _NativeCfgSolver(_CfgSolver):
+    """Completions for a :class:`~grammarmask.native.cfg.NativeCompiledCfg`: the engine computes
+    ``C(E, X)`` on its own chart (src/cfg/complete.rs, a port of :class:`_PythonCfgSolver`'s half)
+    from the costs computed here; the lexemes, spellings and the check stay in Python."""
+
+    def __init__(self, compiled: Any) -> None:
+        from .native.cfg import flat_tables
+
+        flat = flat_tables(compiled.cfg)
+        table = np.frombuffer(flat["transitions"], dtype=np.int32).reshape(-1, 256)
+        accepting = np.frombuffer(flat["accepting"], dtype=np.uint8).astype(bool)
+        term_of = np.frombuffer(flat["term_of"], dtype=np.int32).tolist()
+        super().__init__(compiled, table, accepting, list(flat["starts"]), term_of, list(flat["ignore"]))
+        self.engine = compiled.engine
+        self.engine.set_completion_costs([min(c, _INF) for c in self.tcost],
+                                         [min(c, _INF) for c in self.ncost])
+
+    def _key(self, state: Any) -> Any:
+        from .native import _engine
+
+        if not isinstance(state, _engine.CfgState):
+            return None
+        return tuple(state.key)
+
+    def _confs(self, state: Any) -> list[tuple[bool, Any, Any]]:
+        confs = self.engine.configurations(state)
+        return [(fresh, pend, (state, i)) for i, (fresh, pend) in enumerate(confs)]
+
+    def _finish(self, handle: Any, t: int | None) -> tuple[int, list[int]] | None:
+        state, i = handle
+        got = self.engine.completion(state, i, -1 if t is None else t)
+        return None if got is None else (int(got[0]), list(got[1]))
 
 
 class BudgetPlan:

@@ -328,6 +328,14 @@ impl PyCfgState {
     fn __repr__(&self) -> String {
         format!("<CfgState: {} configurations>", self.inner.len())
     }
+
+    /// What names the state's behaviour within its grammar: per configuration (sorted, distinct)
+    /// `(set signature, lexer state, fresh)`. Equal keys: equal masks, answers and successors; the
+    /// key holds no part of the chart.
+    #[getter]
+    fn key(&self) -> Vec<(u64, u32, bool)> {
+        self.inner.key().clone()
+    }
 }
 
 /// A context-free grammar bound to a native vocabulary (see `cfg/mod.rs`). Immutable and
@@ -520,6 +528,52 @@ impl PyCfgGrammar {
     #[getter]
     fn masks_cached(&self) -> usize {
         lock(&self.masks).len()
+    }
+
+    /// Set the costs of shortest completions (once per grammar): per terminal the length of its
+    /// shortest lexeme, per nonterminal of its shortest derivation (`1 << 40` or more: none).
+    fn set_completion_costs(
+        &self,
+        py: Python<'_>,
+        terminal: Vec<u64>,
+        nonterminal: Vec<u64>,
+    ) -> PyResult<()> {
+        let eng = Arc::clone(&self.inner);
+        guarded_cfg(py, move || {
+            eng.set_completion_costs(&terminal, &nonterminal)
+        })
+    }
+
+    /// Per configuration of `state`: `(fresh, pend)`, whether it is at a lexeme boundary and the
+    /// combined lexer table's states of the lexemes in progress.
+    fn configurations(
+        &self,
+        py: Python<'_>,
+        state: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<(bool, Vec<u32>)>> {
+        let s = self.state(py, state)?;
+        let eng = Arc::clone(&self.inner);
+        guarded_cfg(py, move || eng.configurations(&s))
+    }
+
+    /// The cheapest way to acceptance from configuration `i` of `state` with its pending lexeme
+    /// closed as `terminal` (-1: from its Earley set as it is): `(cost, symbols)`, the symbols to
+    /// derive (terminal `t` as `~t`), or None. Needs `set_completion_costs`.
+    fn completion(
+        &self,
+        py: Python<'_>,
+        state: &Bound<'_, PyAny>,
+        i: usize,
+        terminal: i64,
+    ) -> PyResult<Option<(u64, Vec<i32>)>> {
+        let s = self.state(py, state)?;
+        let t = if terminal < 0 {
+            None
+        } else {
+            Some(u32::try_from(terminal).unwrap_or(u32::MAX))
+        };
+        let eng = Arc::clone(&self.inner);
+        guarded_cfg(py, move || eng.completion(&s, i, t))
     }
 
     /// Lexer states made so far.

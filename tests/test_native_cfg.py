@@ -491,3 +491,85 @@ def test_malformed_tables_are_grammar_errors() -> None:
             _engine.CfgGrammar(nv, **{**good, **change}, limits=limits)
     with pytest.raises(gm.GrammarError, match="must be >= 0"):
         _engine.CfgGrammar(nv, **good, limits=(100, 100, 4, -1, 100, 4))
+
+
+# ---- shortest completions (grammarmask.completion) on the native chart ----------------------------------
+
+# multi-byte tokens too, as in tests/test_generate_budget.py
+COMPLETION_VOCAB = gm.Vocabulary.from_tokens(
+    [b"", *(bytes([b]) for b in range(256)), b'":', b', "', b"12", b"  ", b"ab", b"true", b"null", b"{\n",
+     b"select", b"\n\n", b"((", b"))", b" + "], eos_token_id=0)  # fmt: skip
+
+
+def completions_agree(nat: NativeCompiledCfg, py: CompiledCfg, rng: random.Random, steps: int) -> int:
+    """Along a random walk: the native completion is valid (fed to the grammar it ends accepting) and
+    as long as the Python solver's, and the two answer None together. Returns the steps checked."""
+    from grammarmask.completion import shortest_completion
+
+    vocab = nat.vocab
+    sn, sp = nat.initial_state(), py.initial_state()
+    n = 0
+    for _ in range(steps):
+        want, got = shortest_completion(py, sp), shortest_completion(nat, sn)
+        assert (got is None) == (want is None), (want, got)
+        if got is not None:
+            assert want is not None and len(got) == len(want), (want, got)
+            end = nat.feed(sn, got)
+            assert end and nat.is_accepting_state(end), got
+        n += 1
+        ids = legal_ids(nat.state_mask_words(sn), vocab)
+        if not ids:
+            break
+        t = ids[rng.randrange(len(ids))]
+        sn, sp = nat.advance_state(sn, t), py.advance_state(sp, t)
+        assert sn is not None and sp is not None
+    return n
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_completions_of_the_shipped_grammars(name: str) -> None:
+    nat, py = pair(shipped(name), COMPLETION_VOCAB)
+    checked = sum(completions_agree(nat, py, random.Random(seed), 40) for seed in range(8))
+    assert checked > 40
+
+
+@pytest.mark.parametrize("i", range(len(SCHEMAS)))
+def test_completions_of_json_schemas(i: int) -> None:
+    nat, py = pair(gm.JsonSchema(SCHEMAS[i]), COMPLETION_VOCAB)
+    assert sum(completions_agree(nat, py, random.Random(seed), 40) for seed in range(4)) > 4
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=st.one_of(lark_grammars(), gbnf_grammars()), seed=st.integers(0, 2**32))
+def test_completions_of_generated_grammars(text: str, seed: int) -> None:
+    try:
+        g = Lark(text) if text.startswith("start") else Gbnf(text)
+        nat, py = pair(g, SMALL)
+    except GrammarError:
+        assume(False)
+        return
+    try:
+        completions_agree(nat, py, random.Random(seed), 10)
+    except gm.BudgetExceeded as e:  # 'x ::= x x | ...': masks may run out of budget (completions answer None)
+        assume(e.budget in ("cfg_configs", "earley_items_per_set", "cfg_walk_visits"))
+
+
+def test_completion_needs_its_costs_and_checks_its_input() -> None:
+    from grammarmask.completion import shortest_completion
+
+    nat = NativeCompiledCfg(Lark('start: "a" x\nx: "b" | "c" x\n').cfg, TINY)
+    s0 = nat.initial_state()
+    with pytest.raises(gm.GrammarError, match="costs not set"):
+        nat.engine.completion(s0, 0, -1)
+    assert shortest_completion(nat, s0) == b"ab"
+    assert shortest_completion(nat, (1, 2)) is None  # not a state of this engine
+    with pytest.raises(gm.GrammarError, match="configuration 5 of 1"):
+        nat.engine.completion(s0, 5, -1)
+    with pytest.raises(gm.GrammarError, match="terminal 99"):
+        nat.engine.completion(s0, 0, 99)
+    with pytest.raises(gm.GrammarError, match="costs"):
+        nat.engine.set_completion_costs([1], [1, 1])
+    other = NativeCompiledCfg(Lark('start: "a" x\nx: "b" | "c" x\n').cfg, TINY)
+    with pytest.raises(gm.GrammarError, match="another compiled grammar"):
+        other.engine.configurations(s0)
+    assert shortest_completion(nat, nat.feed(s0, b"acc")) == b"b"

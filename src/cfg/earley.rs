@@ -15,24 +15,24 @@
 //! freed (iteratively: a long chart does not recurse in `drop`).
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use super::lexer::Lexer;
 use super::CfgError;
 use crate::vocab::lock;
 
 /// `next_sym` of a complete dotted rule.
-const END: i32 = i32::MIN;
-const SHIFT: u32 = 32;
-const SLOT: u64 = (1 << SHIFT) - 1;
+pub(super) const END: i32 = i32::MIN;
+pub(super) const SHIFT: u32 = 32;
+pub(super) const SLOT: u64 = (1 << SHIFT) - 1;
 
 /// The dotted-rule tables of a grammar, shared by every set built from it.
 #[derive(Debug)]
 pub struct Grammar {
     /// per dot: the symbol after it (`n >= 0` nonterminal, `~t` terminal, [`END`])
-    next_sym: Vec<i32>,
-    lhs: Vec<u32>,
-    start: u32,
+    pub(super) next_sym: Vec<i32>,
+    pub(super) lhs: Vec<u32>,
+    pub(super) start: u32,
     nullable: Vec<bool>,
     own_scan: Vec<Vec<(u32, u32)>>,
     own_wait: Vec<Vec<(u32, u32)>>,
@@ -144,6 +144,13 @@ impl Grammar {
     }
 }
 
+impl Grammar {
+    /// Number of nonterminals.
+    pub fn n_nonterminals(&self) -> usize {
+        self.nullable.len()
+    }
+}
+
 /// Nonterminals deriving the empty string (least fixed point).
 fn nullable_set(n: usize, rules: &[(u32, Vec<i32>)]) -> Vec<bool> {
     let mut nullable = vec![false; n];
@@ -200,9 +207,9 @@ type Leo = Option<Item>;
 #[derive(Debug)]
 pub struct ESet {
     pub index: u32,
-    origins: Vec<Arc<ESet>>,
-    waiting: HashMap<u32, Vec<u64>>,
-    scan: HashMap<u32, Vec<u64>>,
+    pub(super) origins: Vec<Arc<ESet>>,
+    pub(super) waiting: HashMap<u32, Vec<u64>>,
+    pub(super) scan: HashMap<u32, Vec<u64>>,
     /// whether the terminals read so far form a sentence
     pub accepting: bool,
     /// structural signature (see [`Sigs`])
@@ -211,6 +218,9 @@ pub struct ESet {
     pub pend: Vec<u32>,
     leo: Mutex<HashMap<u32, Leo>>,
     next: Mutex<HashMap<u32, Weak<ESet>>>,
+    /// the costs of finishing after each nonterminal completed here (`super::complete`), made on
+    /// the first completion asked through this set
+    pub(super) completion: OnceLock<Arc<super::complete::Costs>>,
 }
 
 /// What building one set needs besides its kernel.
@@ -363,6 +373,7 @@ impl ESet {
             pend,
             leo: Mutex::new(HashMap::new()),
             next: Mutex::new(HashMap::new()),
+            completion: OnceLock::new(),
         });
         if cx.recent_limit > 0 {
             if cx.recent.len() >= cx.recent_limit {

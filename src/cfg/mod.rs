@@ -9,6 +9,7 @@
 //! States ([`State`]) are immutable values holding the Earley sets they need, so fork and rollback
 //! are free and a dropped state frees its part of the chart.
 
+pub mod complete;
 pub mod earley;
 pub mod lexer;
 pub mod walk;
@@ -17,7 +18,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::classes::ByteClasses;
 use crate::lru::Lru;
@@ -173,6 +174,8 @@ pub struct CfgEngine {
     caches: Mutex<Caches>,
     initial: Arc<State>,
     serial: u64,
+    /// the costs shortest completions weigh lexemes and rules by ([`CfgEngine::set_completion_costs`])
+    tails: OnceLock<complete::Tails>,
 }
 
 impl fmt::Debug for CfgEngine {
@@ -234,6 +237,7 @@ impl CfgEngine {
             caches: Mutex::new(caches),
             initial,
             serial,
+            tails: OnceLock::new(),
         })
     }
 
@@ -339,6 +343,94 @@ impl CfgEngine {
         Ok(words)
     }
 
+    /// Set the costs shortest completions use: per terminal its shortest lexeme's length, per
+    /// nonterminal its shortest derivation's ([`complete::INF`] or more: none). Once per grammar;
+    /// later calls keep the first costs.
+    pub fn set_completion_costs(
+        &self,
+        terminal: &[u64],
+        nonterminal: &[u64],
+    ) -> Result<(), CfgError> {
+        if terminal.len() != self.lexer.n_terminals()
+            || nonterminal.len() != self.grammar.n_nonterminals()
+        {
+            return Err(CfgError::Grammar(format!(
+                "native CFG completions: {} terminal and {} nonterminal costs for {} and {}",
+                terminal.len(),
+                nonterminal.len(),
+                self.lexer.n_terminals(),
+                self.grammar.n_nonterminals()
+            )));
+        }
+        let tails =
+            complete::Tails::new(&self.grammar, terminal, nonterminal).ok_or_else(|| {
+                CfgError::Grammar("native CFG completions: a symbol without a cost".into())
+            })?;
+        let _ = self.tails.set(tails);
+        Ok(())
+    }
+
+    /// Per configuration of `state`: whether it is at a lexeme boundary, and the DFA states of the
+    /// lexemes in progress (global states of the combined lexer table).
+    pub fn configurations(&self, state: &State) -> Result<Vec<(bool, Vec<u32>)>, CfgError> {
+        self.check(state)?;
+        let c = lock(&self.caches);
+        Ok(state
+            .confs
+            .iter()
+            .map(|k| (k.fresh, c.lex.states.values[k.lex as usize].0.clone()))
+            .collect())
+    }
+
+    /// The cheapest way to acceptance from configuration `i` of `state`, its pending lexeme closed
+    /// as terminal `terminal` (None: from the configuration's set as it is, at a boundary or after
+    /// an ignored lexeme): its cost and the symbols to derive (see [`complete::finish`]). None when
+    /// the terminal does not fit or nothing finishes. Needs [`CfgEngine::set_completion_costs`].
+    pub fn completion(
+        &self,
+        state: &State,
+        i: usize,
+        terminal: Option<u32>,
+    ) -> Result<Option<(u64, Vec<i32>)>, CfgError> {
+        self.check(state)?;
+        let Some(tails) = self.tails.get() else {
+            return Err(CfgError::Grammar(
+                "native CFG completions: costs not set (set_completion_costs)".into(),
+            ));
+        };
+        let Some(conf) = state.confs.get(i) else {
+            return Err(CfgError::Grammar(format!(
+                "native CFG completions: configuration {i} of {}",
+                state.confs.len()
+            )));
+        };
+        let set = match terminal {
+            None => Arc::clone(&conf.set),
+            Some(t) => {
+                if t as usize >= self.lexer.n_terminals() {
+                    return Err(CfgError::Grammar(format!(
+                        "native CFG completions: terminal {t} of {}",
+                        self.lexer.n_terminals()
+                    )));
+                }
+                let mut guard = lock(&self.caches);
+                let c = &mut *guard;
+                let mut cx = Ctx {
+                    g: &self.grammar,
+                    lx: &self.lexer,
+                    sigs: &mut c.sigs,
+                    recent: &mut c.recent,
+                    recent_limit: self.limits.earley_recent,
+                };
+                match conf.set.advance(&mut cx, t)? {
+                    Some(s) => s,
+                    None => return Ok(None),
+                }
+            }
+        };
+        Ok(complete::finish(&set, &self.grammar, tails))
+    }
+
     /// Masks held in the cache.
     pub fn masks_cached(&self) -> usize {
         lock(&self.caches).masks.len()
@@ -430,6 +522,33 @@ mod tests {
         assert!(e.advance(&s1, 99).unwrap().is_none());
         assert!(e.feed(&s0, b"a, b").unwrap().accepting());
         assert!(e.feed(&s0, b"a b").unwrap().is_empty());
+    }
+
+    #[test]
+    fn completions_follow_the_cheapest_rules() {
+        let e = engine(&[b"a", b",", b" "]);
+        let s0 = e.initial();
+        assert!(e.completion(&s0, 0, None).is_err()); // no costs yet
+        assert!(e.set_completion_costs(&[1, 1], &[1, 1]).is_err()); // three terminals
+                                                                    // NAME 1 byte, "," 1, " " 1; start -> NAME rest costs 1, rest -> (empty) costs 0
+        e.set_completion_costs(&[1, 1, 1], &[1, 0]).unwrap();
+        assert_eq!(e.completion(&s0, 0, None).unwrap(), Some((1, vec![!0, 1])));
+        let s1 = e.feed(&s0, b"a,").unwrap();
+        assert_eq!(e.configurations(&s1).unwrap(), vec![(true, vec![1, 5])]);
+        assert_eq!(e.completion(&s1, 0, None).unwrap(), Some((1, vec![!0, 1])));
+        // "a" pending: closed as NAME it is a sentence; as "," it does not fit
+        let s2 = e.feed(&s0, b"a").unwrap();
+        let (i, _) = e
+            .configurations(&s2)
+            .unwrap()
+            .into_iter()
+            .enumerate()
+            .find(|(_, (fresh, _))| !fresh)
+            .unwrap();
+        assert_eq!(e.completion(&s2, i, Some(0)).unwrap(), Some((0, vec![])));
+        assert_eq!(e.completion(&s2, i, Some(1)).unwrap(), None);
+        assert!(e.completion(&s2, 9, None).is_err());
+        assert!(e.completion(&s2, 0, Some(7)).is_err());
     }
 
     #[test]
