@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from ..errors import GrammarError, TokenRejected
 from ..grammar import CompiledGrammar, Matcher
-from ..mask import Mask
+from ..healing import HealedPrompt
 
 __all__ = ["GrammarLogitsProcessor"]
 
@@ -54,7 +54,10 @@ class GrammarLogitsProcessor:
         can finish), plus the completion's own next token. Rows whose grammar has no known
         completion (compositions) are masked as without the option. None (default): off.
     budget_candidates
-        See ``max_tokens`` (default 64).
+        See ``max_tokens`` (default 64). The rule is shared with the vLLM integrations
+        (:func:`grammarmask.integrations._budget.narrow`).
+
+    Token healing: :meth:`healed` builds the processor and the backed-off prompt in one call.
 
     Raises (from ``__call__``)
     --------------------------
@@ -89,6 +92,50 @@ class GrammarLogitsProcessor:
         self._initial_prompt_length = prompt_length
         self._matchers: dict[tuple[int, ...], Matcher] = {}
         self._words: npt.NDArray[np.int32] = np.zeros((0, self.vocab.n_words), np.int32)
+        #: with :meth:`healed`: the prompt's bytes the output writes back first (else empty)
+        self.healed_prefix = b""
+
+    @classmethod
+    def healed(cls, compiled_grammar: CompiledGrammar, prompt_ids: Any, *, heal_tokens: int = 4,
+               **options: Any) -> tuple[GrammarLogitsProcessor, HealedPrompt]:
+        """Token healing in one call: the processor for ``prompt_ids`` backed off to a token boundary,
+        and the :class:`~grammarmask.HealedPrompt` to generate from.
+
+        ``prompt_ids`` (a list, or a 1-D or one-row tensor) loses its longest run of final tokens (at
+        most ``heal_tokens``) that some longer token starts with (:func:`grammarmask.heal_prompt`);
+        the processor's grammar is ``gm.healed(compiled_grammar, removed)``, so the output starts by
+        writing the removed bytes back, with any tokens, then follows the grammar. Generate from
+        ``healed.token_ids``; the decoded output starts with ``healed.removed`` (drop it to get the
+        text after the prompt as given). ``options`` go to the constructor; ``max_tokens`` does not
+        steer a healed grammar (a composition has no known completion), so it is refused here.
+
+        Raises
+        ------
+        GrammarError
+            Several prompts (heal each with its own processor), ids outside the vocabulary, or
+            ``max_tokens`` given.
+        """
+        from ..healing import heal_prompt, healed
+
+        if options.get("max_tokens") is not None:
+            raise GrammarError("GrammarLogitsProcessor.healed: max_tokens does not steer a healed grammar "
+                               "(a composition has no known completion); leave it out")
+        if not isinstance(compiled_grammar, CompiledGrammar):
+            raise GrammarError(
+                "GrammarLogitsProcessor.healed needs a CompiledGrammar (grammar.compile(vocab)), "
+                f"got {type(compiled_grammar).__name__}"
+            )
+        ids = prompt_ids.tolist() if hasattr(prompt_ids, "tolist") else list(prompt_ids)
+        if ids and isinstance(ids[0], list):
+            if len(ids) != 1:
+                raise GrammarError(f"GrammarLogitsProcessor.healed heals one prompt, got {len(ids)} rows")
+            ids = ids[0]
+        h = heal_prompt(compiled_grammar.vocab, ids, max_tokens=heal_tokens)
+        grammar = healed(compiled_grammar, h.removed)
+        assert isinstance(grammar, CompiledGrammar)
+        proc = cls(grammar, prompt_length=len(h.token_ids), **options)
+        proc.healed_prefix = h.removed
+        return proc, h
 
     def __repr__(self) -> str:
         return f"<GrammarLogitsProcessor {type(self.compiled).__name__} rows={len(self._matchers)}>"
@@ -144,25 +191,10 @@ class GrammarLogitsProcessor:
     def _budget_row(self, m: Matcher, words: npt.NDArray[np.int32], row: int, left: int, scores: Any) -> None:
         """Narrow ``words[row]`` to the tokens that leave room to finish within ``left`` tokens."""
         from ..completion import BudgetPlan
+        from ._budget import narrow
 
-        plan = BudgetPlan(self.compiled)
-        if plan.at(m.state) is None:
-            return
-        legal = Mask(words[row], self.vocab.size).token_ids()
-        eos = self.vocab.eos_token_id
-        row_scores = scores.detach().float().cpu().numpy()[legal]
-        keep = [eos] if m.is_accepting() else []
-        first = plan.next_token(m)
-        if first is not None:
-            keep.append(first)
-        found = 0
-        for t in legal[np.argsort(-row_scores, kind="stable")].tolist():
-            if found >= self.budget_candidates:
-                break
-            if t != eos and plan.fits(m.state, t, left - 1) is not None:
-                keep.append(t)
-                found += 1
-        words[row] = Mask.from_token_ids(keep, self.vocab.size).words.view(np.int32)
+        narrow(BudgetPlan(self.compiled), m, words, row, left, scores=scores.detach().float().cpu().numpy(),
+               candidates=self.budget_candidates)
 
     def _advance_rows(self, keys: list[tuple[int, ...]]) -> dict[tuple[int, ...], Matcher]:
         distinct = list(dict.fromkeys(keys))
