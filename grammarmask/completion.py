@@ -117,7 +117,9 @@ class _Paths:
     def __init__(self, table: npt.NDArray[Any], accepting: npt.NDArray[np.bool_]) -> None:
         self.table = table
         self.accepting = accepting.tolist()
-        self.dist: list[int] = distances_to_accept(table, accepting).tolist()
+        dist = distances_to_accept(table, accepting)
+        self.dist: list[int] = dist.tolist()
+        self._dist = dist.astype(np.int64)  # for rows; converting the list per step was quadratic
         self._next: dict[int, tuple[int, int]] = {}
 
     def step(self, s: int) -> tuple[int, int]:
@@ -125,7 +127,7 @@ class _Paths:
         hit = self._next.get(s)
         if hit is None:
             row = self.table[s].astype(np.int64)
-            d = np.asarray(self.dist, dtype=np.int64)[row]
+            d = self._dist[row]
             ok = (row != 0) & (d == self.dist[s] - 1)
             b = int(np.argmin(np.where(ok, _RANK, 1 << 30)))
             hit = self._next[s] = (b, int(row[b]))
@@ -145,7 +147,7 @@ class _Paths:
     def nonempty(self, s: int) -> tuple[int, bytes] | None:
         """The shortest non-empty word from ``s`` to acceptance, and the state it ends in."""
         row = self.table[s].astype(np.int64)
-        d = np.asarray(self.dist, dtype=np.int64)[row]
+        d = self._dist[row]
         d = np.where(row != 0, d, _INF)
         best = int(d.min())
         if best >= _INF:
