@@ -1,14 +1,18 @@
 """An on-disk cache for the work a new process would otherwise redo: reading a tokenizer file into a
 :class:`~grammarmask.Vocabulary` and building its token trie (about 4 s for tekken's 131k tokens,
-against 0.05 s to read the cached result).
+against 0.05 s to read the cached result), and compiling a grammar it compiled before
+(:mod:`grammarmask.compile_cache`: a front end's IR, the engine's tables).
 
 Where: ``$GRAMMARMASK_CACHE_DIR``, else ``$XDG_CACHE_HOME/grammarmask``, else
 ``~/.cache/grammarmask``; ``GRAMMARMASK_CACHE_DIR=off`` (or empty) turns the cache off. The directory
 is made readable by its owner only, since entries are pickles and unpickling runs code.
 
 An entry is named by a hash of everything its value depends on: the input's identity (a file's path,
-size and modification time), the versions of the libraries that read it, and grammarmask's own
-source files, so any change to grammarmask's code starts a fresh set of entries. Entries are written
+size and modification time; a grammar's text or schema; a vocabulary's content hash), the limits and
+engine in force, the versions of the libraries that read it, and grammarmask's own source files, so
+any change to grammarmask's code starts a fresh set of entries. Grammar entries are compressed
+(zlib), with each byte DFA stored by its byte classes: a large JSON Schema's entry is a few hundred
+KB, not the tens of MB of its dense transition tables. Entries are written
 to a temporary file and renamed into place, so processes sharing the directory never read half an
 entry; an entry that cannot be read is ignored and written again. Nothing is evicted: delete the
 directory to reclaim the space.
@@ -19,14 +23,18 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import io
 import os
 import pickle
 import tempfile
+import zlib
 from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
-__all__ = ["code_hash", "directory", "load_or_make"]
+import numpy as np
+
+__all__ = ["code_hash", "directory", "load", "load_or_make", "store"]
 
 T = TypeVar("T")
 _OFF = ("", "off", "0", "none", "false")
@@ -54,29 +62,89 @@ def code_hash() -> str:
     return h.hexdigest()
 
 
-def load_or_make(kind: str, key: Hashable, make: Callable[[], T]) -> T:
-    """The value cached on disk under ``(kind, key)``, or ``make()``'s, stored for the next process.
+def _path(where: Path, kind: str, key: Hashable, packed: bool) -> Path:
+    digest = hashlib.blake2b(repr((kind, key, code_hash())).encode(), digest_size=20).hexdigest()
+    return where / f"{kind}-{digest}.pickle{'.z' if packed else ''}"
 
-    ``key`` must name everything the value depends on besides grammarmask's code (:func:`code_hash`
-    is added here) and have a stable ``repr``. With the cache off, or a directory that cannot be
-    written, this is ``make()``.
-    """
+
+def load(kind: str, key: Hashable, *, packed: bool = False) -> Any:
+    """The value stored under ``(kind, key)`` (see :func:`load_or_make`), or None when there is none,
+    it cannot be read, or the cache is off."""
     where = directory()
     if where is None:
-        return make()
-    digest = hashlib.blake2b(repr((kind, key, code_hash())).encode(), digest_size=20).hexdigest()
-    path = where / f"{kind}-{digest}.pickle"
-    with contextlib.suppress(Exception), open(path, "rb") as f:  # absent or unreadable: made again
-        return pickle.load(f)  # type: ignore[no-any-return]
-    value = make()
+        return None
+    with contextlib.suppress(Exception), open(_path(where, kind, key, packed), "rb") as f:
+        data = f.read()
+        return pickle.loads(zlib.decompress(data) if packed else data)
+    return None
+
+
+def store(kind: str, key: Hashable, value: Any, *, packed: bool = False) -> bool:
+    """Store ``value`` under ``(kind, key)`` for later processes; ``packed``: compressed, byte DFAs by
+    their byte classes. False when the cache is off, the directory cannot be written or the value
+    cannot be pickled (nothing is stored then)."""
+    where = directory()
+    if where is None:
+        return False
+    try:
+        data = _dumps(value, packed)
+    except Exception:  # noqa: BLE001 - a value that does not pickle is simply not cached
+        return False
     with contextlib.suppress(OSError):
         where.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=where, prefix=f".{kind}-", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
-                pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, path)
+                f.write(data)
+            os.replace(tmp, _path(where, kind, key, packed))
+            return True
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+    return False
+
+
+def _dumps(value: Any, packed: bool) -> bytes:
+    if not packed:
+        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    buf = io.BytesIO()
+    _PackingPickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+    return zlib.compress(buf.getvalue(), 1)
+
+
+class _PackingPickler(pickle.Pickler):
+    """A pickler that writes a byte DFA as its byte classes and the table over them (a JSON Schema's
+    terminal DFAs have 20-70 distinct columns of 256)."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        from .automata.dfa import DFA, column_classes
+
+        if type(obj) is not DFA:
+            return NotImplemented
+        classes, _ = column_classes(obj.transitions)
+        reps = np.unique(classes, return_index=True)[1]  # each class's first byte
+        table = np.ascontiguousarray(obj.transitions[:, reps])
+        if not np.array_equal(table[:, classes], obj.transitions):  # never, but the entry must be exact
+            return NotImplemented
+        return _unpack_dfa, (classes.astype(np.uint8).tobytes(), table, obj.accepting, obj.start)
+
+
+def _unpack_dfa(classes: bytes, table: Any, accepting: Any, start: int) -> Any:
+    from .automata.dfa import DFA
+
+    return DFA(table[:, np.frombuffer(classes, dtype=np.uint8)], accepting, start)
+
+
+def load_or_make(kind: str, key: Hashable, make: Callable[[], T], *, packed: bool = False) -> T:
+    """The value cached on disk under ``(kind, key)``, or ``make()``'s, stored for the next process.
+
+    ``key`` must name everything the value depends on besides grammarmask's code (:func:`code_hash`
+    is added here) and have a stable ``repr``. With the cache off, or a directory that cannot be
+    written, this is ``make()``. ``packed``: as :func:`store`.
+    """
+    hit = load(kind, key, packed=packed)
+    if hit is not None:
+        return hit  # type: ignore[no-any-return]
+    value = make()
+    store(kind, key, value, packed=packed)
     return value

@@ -26,6 +26,7 @@ import numpy.typing as npt
 
 from ._args import as_int
 from .cache import Lru, per_vocabulary
+from .compile_cache import compile_through
 from .engine import in_use as engine_in_use
 from .engine import resolve as resolve_engine
 from .errors import GrammarError, GrammarMaskError, NoLegalContinuation, TokenRejected
@@ -67,7 +68,9 @@ class Grammar(ABC):
         """Compile against ``vocab`` within ``limits`` (:class:`~grammarmask.Limits`; None: the
         defaults) with ``engine``: ``"native"`` (Rust), ``"python"`` (the executable specification)
         or None (native when the extension is importable; inside a compile, the outer one's).
-        Equal grammars compiled twice on one vocabulary with equal limits and engine share the result.
+        Equal grammars compiled twice on one vocabulary with equal limits and engine share the result;
+        a JSON Schema, Lark or GBNF grammar's compiled form is also kept in the on-disk cache, for the
+        next process (:mod:`grammarmask.compile_cache`).
 
         Raises
         ------
@@ -91,8 +94,9 @@ class Grammar(ABC):
                 cache: Lru[Hashable, CompiledGrammar] = per_vocabulary(
                     vocab, "compiled", lambda: Lru(lim.compiled_per_vocabulary)
                 )
-                compiled = cache.get_or_make((type(self).__qualname__, key, lim, name),
-                                             lambda: self._compile(vocab))
+                compiled = cache.get_or_make(
+                    (type(self).__qualname__, key, lim, name),
+                    lambda: compile_through(self, vocab, key, lim, name, lambda: self._compile(vocab)))
         if getattr(compiled, "_source", None) is None:  # what pickling needs to compile it again
             compiled._source = (self, vocab, lim, name)
         return compiled

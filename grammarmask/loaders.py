@@ -17,8 +17,10 @@ allow (or require) that leading space (``Choice(..., leading_space="optional")``
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
+import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -238,6 +240,10 @@ def from_hf(
 ) -> Vocabulary:
     """A Vocabulary from a ``tokenizers.Tokenizer`` or a transformers tokenizer (fast or slow).
 
+    A fast tokenizer's vocabulary (with its token trie) is stored in the on-disk cache
+    (:mod:`grammarmask.disk_cache`) by a hash of the tokenizer's JSON (vocabulary, merges, added and
+    special tokens) and transformers' special ids, EOS and name, and read back by the next process.
+
     Byte-level BPE vocabularies are decoded through the GPT-2 byte map; sentencepiece-style ones
     (``Metaspace`` / ``▁`` replacement, ``<0xNN>`` byte fallback) map ``▁`` to a space. Special added
     tokens (and a transformers tokenizer's ``all_special_ids``) are special; other added tokens are
@@ -261,7 +267,26 @@ def from_hf(
             "from_hf needs a tokenizers.Tokenizer or a transformers tokenizer, "
             f"got {type(tokenizer).__name__}"
         )
-    spec = json.loads(backend.to_str())
+    text = backend.to_str()
+    # the on-disk cache, by the tokenizer's content (its JSON: vocabulary, merges, added and special
+    # tokens), what transformers adds (its special ids, EOS, name) and the arguments
+    extra = None if hf is None else (
+        sorted(int(i) for i in hf.all_special_ids if i is not None), getattr(hf, "eos_token_id", None),
+        str(getattr(hf, "name_or_path", "") or "hf"))
+    key = (cls.__qualname__, hashlib.blake2b(text.encode(), digest_size=20).hexdigest(), extra, size,
+           eos_token_id, getattr(sys.modules.get("tokenizers"), "__version__", ""))
+
+    def make() -> Vocabulary:
+        vocab = _from_hf_fast(cls, hf, backend, text, size, eos_token_id)
+        vocab.trie, vocab.fingerprint  # noqa: B018 - built now, so the cached entry holds them too
+        return vocab
+
+    return disk_cache.load_or_make("vocabulary", key, make)
+
+
+def _from_hf_fast(cls: type[Vocabulary], hf: Any, backend: Any, text: str, size: int | None,
+                  eos_token_id: int | None) -> Vocabulary:
+    spec = json.loads(text)
     pieces = _hf_model_pieces(spec, backend.get_vocab(with_added_tokens=False))
     added = {int(i): t for i, t in backend.get_added_tokens_decoder().items()}
     specials = {i for i, t in added.items() if t.special}

@@ -8,6 +8,7 @@ import pickle
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -90,3 +91,37 @@ def test_a_new_process_reads_the_entry(cache_dir: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "GRAMMARMASK_CACHE_DIR": str(cache_dir)})
     assert out.stdout.strip() == gm.Vocabulary.from_mistral("sentencepiece").fingerprint
+
+
+def _trained_bpe() -> Any:
+    tk = pytest.importorskip("tokenizers", reason="tokenizers not installed (extra: grammarmask[tokenizers])")
+    tok = tk.Tokenizer(tk.models.BPE())
+    tok.pre_tokenizer = tk.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = tk.decoders.ByteLevel()
+    trainer = tk.trainers.BpeTrainer(vocab_size=400, special_tokens=["<|endoftext|>"], show_progress=False,
+                                     initial_alphabet=tk.pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(["the cache keys a tokenizer by its content, not its name"] * 20, trainer)
+    return tok
+
+
+def test_a_hf_tokenizer_is_read_back_by_its_content(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tok = _trained_bpe()
+    made = gm.Vocabulary.from_hf(tok)
+    (entry,) = cache_dir.glob("vocabulary-*.pickle")
+
+    def fail(*args: Any) -> None:
+        raise AssertionError("the tokenizer was read again")
+
+    with monkeypatch.context() as m:
+        m.setattr(loaders, "_from_hf_fast", fail)
+        # another object with the same content (its JSON) is the same entry
+        for same in (tok, type(tok).from_str(tok.to_str())):
+            read = gm.Vocabulary.from_hf(same)
+            assert read.fingerprint == made.fingerprint and read.token_bytes == made.token_bytes
+            assert read.special_ids == made.special_ids and "trie" in vars(read)
+    tok.add_special_tokens(["<|tool|>"])  # new content: a new entry, with the new special token
+    grown = gm.Vocabulary.from_hf(tok)
+    assert grown.size == made.size + 1 and grown.special_token_names[made.size] == "<|tool|>"
+    assert len(list(cache_dir.glob("vocabulary-*.pickle"))) == 2
+    assert gm.Vocabulary.from_hf(tok, size=grown.size + 8).size == grown.size + 8  # the arguments too
+    assert len(list(cache_dir.glob("vocabulary-*.pickle"))) == 3

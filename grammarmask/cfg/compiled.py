@@ -42,12 +42,16 @@ _DEEP = 1 << 20
 class CompiledCfg(CompiledGrammar):
     """A :class:`~.ir.Cfg` bound to a vocabulary (see the module docstring for the state)."""
 
-    def __init__(self, cfg: Cfg, vocab: Vocabulary, limits: Limits | None = None) -> None:
+    def __init__(self, cfg: Cfg, vocab: Vocabulary, limits: Limits | None = None, *,
+                 tables: tuple[LexerTables, EarleyGrammar] | None = None) -> None:
         self.cfg = cfg
         self.vocab = vocab
         self.limits = limits = limits or active()
-        self.lex = LexerTables(cfg)
-        self.earley = EarleyGrammar(cfg, limits)
+        # ``tables``: this cfg's lexer and parser tables made earlier, under the same limits (read
+        # from the disk cache, grammarmask.compile_cache)
+        if tables is None:
+            tables = (LexerTables(cfg), EarleyGrammar(cfg, limits))
+        self.lex, self.earley = tables
         #: which lexer-level walk answers a (frontier, lexeme state), and their caches
         self.walks = LexemeWalks(self.lex, vocab, limits)
         self._masks: Lru[Any, Any] = Lru(limits.cfg_masks, limits.cfg_mask_bytes)

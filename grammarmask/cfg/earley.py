@@ -64,6 +64,18 @@ class EarleyGrammar:
         self._sig_lock = threading.Lock()
         self._next_sig = 0
 
+    def __getstate__(self) -> dict[str, Any]:
+        """The tables alone (for :mod:`grammarmask.compile_cache`): no lock, no sets, no signatures."""
+        state = dict(self.__dict__)
+        del state["_sig_lock"]
+        state.update(recent=self.recent.maxlen, _sigs={}, _next_sig=0)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.recent = deque(maxlen=state["recent"])
+        self._sig_lock = threading.Lock()
+
     def intern(self, key: Hashable) -> int:
         """A small int naming ``key``; equal keys get equal ids (ids are never reused)."""
         with self._sig_lock:

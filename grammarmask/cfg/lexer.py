@@ -81,9 +81,9 @@ class LexerTables:
         start = []
         for i, t in enumerate(terms):
             off = int(offsets[i]) - 1  # local state s >= 1 -> global off + s
-            tr = np.asarray(t.dfa.transitions, dtype=np.int64)
-            glob = np.where(tr == 0, 0, tr + off)
-            table[off + 1 : off + 1 + sizes[i]] = glob[1:]
+            block = table[off + 1 : off + 1 + sizes[i]]  # filled in place: no 64-bit copy of a big DFA
+            block[...] = t.dfa.transitions[1:]
+            np.add(block, off, out=block, where=block != 0)
             acc[off + 1 : off + 1 + sizes[i]] = np.asarray(t.dfa.accepting)[1:]
             term_of[off + 1 : off + 1 + sizes[i]] = i
             start.append(off + t.dfa.start if t.dfa.start else 0)
@@ -112,6 +112,25 @@ class LexerTables:
             int.from_bytes(raw[i : i + 32], "little") for i in range(0, len(raw), 32)
         ]
         self._reach: dict[tuple[int, tuple[int, ...]], bool] = {}
+
+    def __getstate__(self) -> dict[str, object]:
+        """The tables without the combined transition table (made again from the terminal DFAs,
+        cheaper than storing it) and without the caches (for :mod:`grammarmask.compile_cache`)."""
+        state = dict(self.__dict__)
+        for name in ("table", "rows", "live"):
+            del state[name]
+        state.update(_reach={}, _dfa_keys={})
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        table = np.zeros((len(self.acc_list), 256), dtype=np.int32)
+        for off, d in zip(self.offset, self.dfas):
+            tr = np.asarray(d.transitions, dtype=np.int64)
+            table[off + 1 : off + d.n_states] = np.where(tr == 0, 0, tr + off)[1:]
+        self.table = table
+        self.rows = _Rows(table)
+        self.live = _Rows(table, live=True)
 
     def dfa_key(self, t: int) -> bytes:
         """A content hash of terminal ``t``'s DFA (equal DFAs in different grammars share walks)."""

@@ -20,6 +20,7 @@ import re
 from collections.abc import Hashable, Mapping
 from typing import Any
 
+from .. import disk_cache
 from .._args import read_grammar_file
 from ..engine import compile_cfg
 from ..errors import BudgetExceeded, GrammarError
@@ -297,7 +298,11 @@ class Gbnf(Grammar):
     def __init__(self, text: str, *, start: str = "root") -> None:
         self.text = text
         self.start = start
-        self.cfg, self._ref_pos = gbnf_to_cfg(text, start=start)
+        if isinstance(text, str) and isinstance(start, str):  # the IR an earlier process built, if any
+            self.cfg, self._ref_pos = disk_cache.load_or_make(
+                "gbnf-ir", (text, start, active()), lambda: gbnf_to_cfg(text, start=start), packed=True)
+        else:
+            self.cfg, self._ref_pos = gbnf_to_cfg(text, start=start)
         self._refs: frozenset[SpecialRef] = frozenset(self._ref_pos)
 
     @classmethod

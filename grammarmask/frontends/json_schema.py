@@ -18,7 +18,9 @@ import warnings
 from collections.abc import Hashable
 from typing import Any
 
+from .. import disk_cache
 from ..cache import Lru
+from ..compile_cache import stable
 from ..engine import compile_cfg
 from ..errors import BudgetExceeded, GrammarError
 from ..grammar import CompiledGrammar, Grammar
@@ -202,6 +204,8 @@ class JsonSchema(Grammar):
         if self._rules is None or self._rules_limits != limits:
             key = (self._key, limits)
             hit = _RULES_CACHE.get(key)
+            if hit is None and stable(key):  # an earlier process's rules and warnings
+                hit = disk_cache.load("json-schema-rules", key, packed=True)
             if hit is None:
                 opts = self.options
                 indent = opts["indent"]
@@ -215,7 +219,9 @@ class JsonSchema(Grammar):
                     plain_integers=bool(opts.get("plain_integers", False)),
                 )
                 hit = (compiler.grammar(), tuple(compiler.warnings))
-                _RULES_CACHE.put(key, hit)
+                if stable(key):
+                    disk_cache.store("json-schema-rules", key, hit, packed=True)
+            _RULES_CACHE.put(key, hit)
             level = _caller_stacklevel()
             for msg in hit[1]:
                 warnings.warn(msg, SchemaWarning, stacklevel=level)

@@ -16,7 +16,9 @@ import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
+from .. import disk_cache
 from .._args import read_grammar_file
+from ..compile_cache import lark_imports, stable
 from ..engine import compile_cfg
 from ..errors import BudgetExceeded, GrammarError
 from ..grammar import CompiledGrammar, Grammar
@@ -277,10 +279,21 @@ class Lark(Grammar):
         self.start = start
         self.source_path = source_path
         self.import_paths = _import_paths(import_paths)
-        # special tokens (<name>, <[id]>): declared placeholder terminals, spelled by name; an id is
-        # spelled <[id]> until the vocabulary names it (_compile)
-        self._loaded, self._refs, self._ref_pos = rewrite_lark_refs(text)
-        self.cfg = self._cfg({k: _placeholder_name(r) for k, r in self._refs.items()})
+        self._imports: Any = False  # the %import files (compile_cache.lark_imports), looked up once
+
+        def make() -> tuple[Any, ...]:
+            # special tokens (<name>, <[id]>): declared placeholder terminals, spelled by name; an id
+            # is spelled <[id]> until the vocabulary names it (_compile)
+            self._loaded, self._refs, self._ref_pos = rewrite_lark_refs(text)
+            return self._loaded, self._refs, self._ref_pos, self._cfg(
+                {k: _placeholder_name(r) for k, r in self._refs.items()})
+
+        deps = self._disk_extra() if isinstance(text, str) and isinstance(start, str) else None
+        if deps is None or not stable(source_path):
+            self._loaded, self._refs, self._ref_pos, self.cfg = make()
+        else:  # the IR an earlier process built from the same text and %import files (errors never stored)
+            self._loaded, self._refs, self._ref_pos, self.cfg = disk_cache.load_or_make(
+                "lark-ir", (text, start, source_path, self.import_paths, deps, active()), make, packed=True)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], *, start: str = "start") -> Lark:
@@ -301,6 +314,12 @@ class Lark(Grammar):
 
     def cache_key(self) -> Hashable | None:
         return (self.text, self.start, self.source_path, self.import_paths)
+
+    def _disk_extra(self) -> tuple[Any, ...] | None:
+        """The grammar files an ``%import`` could read, for disk cache keys (None: not cacheable)."""
+        if self._imports is False:
+            self._imports = lark_imports(self.text, self.source_path, self.import_paths)
+        return self._imports  # type: ignore[no-any-return]
 
     def special_tokens(self) -> frozenset[SpecialRef]:
         return frozenset(self._refs.values())

@@ -1,0 +1,264 @@
+"""Compiled grammars in the on-disk cache (grammarmask.compile_cache): a compile read back from an
+entry masks exactly as the compile that made it, at every step of random walks, on both engines;
+the constructors still refuse bad input and re-issue their warnings at the caller's line; entries
+that cannot be read are made again; keys follow the limits, the engine, the vocabulary and the
+%import files; ``off`` writes nothing. Each test has its own cache directory (none is warm)."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import random
+import subprocess
+import sys
+import warnings
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import grammarmask as gm
+from grammarmask import compile_cache, disk_cache
+from grammarmask.cfg import compiled as cfg_compiled
+from grammarmask.errors import BudgetExceeded, GrammarError, UnsupportedSchemaError
+from grammarmask.frontends import gbnf, json_schema, lark
+from grammarmask.frontends.json_schema import SchemaWarning
+from grammarmask.ir import builder
+from grammarmask.testing import assert_accepts, assert_rejects
+
+ENGINES = ["python", "native"]
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 12},
+        "tags": {"type": "array", "items": {"enum": ["a", "bc", "d e"]}, "maxItems": 3},
+        "score": {"type": "number", "minimum": 0},
+        "kind": {"type": "string", "format": "color"},  # not enforceable: a warning when not strict
+    },
+    "required": ["name"],
+}
+LARK = r"""
+start: stmt+
+stmt: NAME "=" expr ";"
+expr: term (("+" | "-") term)*
+term: NUMBER | NAME | "(" expr ")"
+%import common.CNAME -> NAME
+%import common.INT -> NUMBER
+%import common.WS
+%ignore WS
+"""
+GBNF = r"""
+root ::= "[" ws item ("," ws item)* "]"
+item ::= [0-9]+ | "\"" [a-z]* "\""
+ws ::= [ \t]*
+"""
+
+
+def _vocab() -> gm.Vocabulary:
+    """Every single byte, some longer tokens that cross lexeme boundaries, EOS last."""
+    extra = [b'{"', b'":', b'",', b'"}', b"name", b"tags", b"score", b"kind", b"  ", b"\n ", b"= ",
+             b"ab", b"12", b"0.", b"],", b"[1", b"x_", b"#f", b"true", b"\\u00"]
+    tokens = [bytes([b]) for b in range(256)] + extra + [b""]
+    return gm.Vocabulary(tokens, eos_token_id=len(tokens) - 1)
+
+
+def _grammars() -> dict[str, Any]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SchemaWarning)
+        return {"json": gm.JsonSchema(SCHEMA, strict=False), "lark": gm.Lark(LARK), "gbnf": gm.Gbnf(GBNF)}
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("GRAMMARMASK_CACHE_DIR", str(tmp_path / "cache"))
+    json_schema._RULES_CACHE.clear()  # the rules of earlier tests' schemas, in this process
+    return tmp_path / "cache"
+
+
+def _no_building(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make every expensive step fail: what runs after this must come from the disk entries."""
+
+    def fail(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("built again instead of read from the disk cache")
+
+    monkeypatch.setattr(json_schema, "Compiler", fail)
+    monkeypatch.setattr(json_schema, "build_cfg", fail)
+    monkeypatch.setattr(lark, "lark_to_cfg", fail)
+    monkeypatch.setattr(gbnf, "gbnf_to_cfg", fail)
+    monkeypatch.setattr(cfg_compiled, "LexerTables", fail)
+    monkeypatch.setattr(cfg_compiled, "EarleyGrammar", fail)
+    monkeypatch.setattr(builder, "build_cfg", fail)
+
+
+def _walk_equal(a: gm.CompiledGrammar, b: gm.CompiledGrammar, seed: int, steps: int = 40) -> int:
+    """Random walks in ``a`` with ``b`` beside it: equal masks and acceptance at every step."""
+    rng = random.Random(seed)
+    ma, mb = a.matcher(), b.matcher()
+    n = 0
+    for _ in range(steps):
+        mask = ma.mask()
+        assert mask == mb.mask() and ma.is_accepting() == mb.is_accepting()
+        ids = [int(t) for t in mask.token_ids()]
+        if not ids:
+            break
+        t = rng.choice(ids)
+        ma.advance(t)
+        mb.advance(t)
+        n += 1
+        if ma.is_finished():
+            break
+    return n
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("name", ["json", "lark", "gbnf"])
+def test_a_hit_masks_as_the_miss(name: str, engine: str, cache_dir: Path,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    made = _grammars()[name].compile(_vocab(), engine=engine)
+    kinds = sorted(p.name.split("-")[0] for p in cache_dir.glob("*.pickle.z"))
+    assert kinds == ["compiled", "gbnf", "json", "lark"]  # the three front ends' IR, one compile
+    json_schema._RULES_CACHE.clear()
+    _no_building(monkeypatch)
+    read = _grammars()[name].compile(_vocab(), engine=engine)  # another vocabulary object: no memory hit
+    assert read is not made and type(read) is type(made)
+    steps = sum(_walk_equal(made, read, seed) for seed in range(8))
+    assert steps > 40
+
+
+def test_a_json_schema_hit_warns_at_the_callers_line(cache_dir: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.warns(SchemaWarning, match="format") as first:
+        gm.JsonSchema(SCHEMA, strict=False)
+    json_schema._RULES_CACHE.clear()
+    _no_building(monkeypatch)
+    with pytest.warns(SchemaWarning, match="format") as again:
+        gm.JsonSchema(SCHEMA, strict=False)
+    assert [str(w.message) for w in again] == [str(w.message) for w in first]
+    assert {w.filename for w in again} == {__file__}
+
+
+def test_bad_input_is_still_refused_on_a_hit(cache_dir: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SchemaWarning)
+        gm.JsonSchema(SCHEMA, strict=False).compile(_vocab())
+    gm.Lark(LARK).compile(_vocab())
+    # the same content with a bad option, a stricter mode or a smaller budget: refused as on a miss
+    with pytest.raises(GrammarError, match="strict must be True or False"):
+        gm.JsonSchema(SCHEMA, strict="no")  # type: ignore[arg-type]
+    with pytest.raises(UnsupportedSchemaError, match="format"):
+        gm.JsonSchema(SCHEMA)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SchemaWarning)
+        g = gm.JsonSchema(SCHEMA, strict=False)
+        with pytest.raises(BudgetExceeded, match="json_schema_depth"):
+            g.compile(_vocab(), limits=gm.Limits(json_schema_depth=1))
+    with pytest.raises(GrammarError, match="start"):
+        gm.Lark(LARK, start="nothing")
+    with pytest.raises(GrammarError, match="line 2"):
+        gm.Gbnf('root ::= "a"\nx ::= [a-')
+
+
+def test_an_unreadable_entry_is_made_again(cache_dir: Path) -> None:
+    made = _grammars()["json"].compile(_vocab())
+    entries = [*cache_dir.glob("json-*.pickle.z"), *cache_dir.glob("compiled-*.pickle.z")]
+    assert len(entries) == 2
+    for e in entries:
+        e.write_bytes(b"not zlib")
+    json_schema._RULES_CACHE.clear()
+    again = _grammars()["json"].compile(_vocab())
+    assert _walk_equal(made, again, 0) > 5
+    for e in entries:  # written again, readable
+        assert pickle.loads(zlib.decompress(e.read_bytes()))
+
+
+def test_an_entry_from_other_tables_is_compiled_again(cache_dir: Path) -> None:
+    """An entry that unpickles but does not fit (a snapshot this code does not know) is not used."""
+    vocab = _vocab()
+    assert compile_cache._restore(("something else",), vocab, gm.Limits()) is None
+    assert compile_cache._restore(("cfg+tables", None, None, None), vocab, gm.Limits()) is None
+
+
+def test_keys_follow_limits_engine_and_vocabulary(cache_dir: Path) -> None:
+    g = _grammars()["lark"]
+    g.compile(_vocab(), engine="python")
+    g.compile(_vocab(), engine="native")
+    g.compile(_vocab(), engine="python", limits=gm.Limits(cfg_masks=1000))
+    tokens = [*_vocab().token_bytes[:-1], b"stmt", b""]
+    other = gm.Vocabulary(tokens, eos_token_id=len(tokens) - 1)
+    g.compile(other, engine="python")
+    assert len(list(cache_dir.glob("compiled-*"))) == 4
+    g.compile(_vocab(), engine="python")  # the first again: no new entry
+    assert len(list(cache_dir.glob("compiled-*"))) == 4
+
+
+def test_the_native_cfg_engine_entry_holds_no_native_handle(cache_dir: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GRAMMARMASK_NATIVE_CFG", "1")
+    made = _grammars()["gbnf"].compile(_vocab(), engine="native")
+    assert type(made).__name__ == "NativeCompiledCfg"
+    _no_building(monkeypatch)
+    read = _grammars()["gbnf"].compile(_vocab(), engine="native")
+    assert type(read).__name__ == "NativeCompiledCfg"
+    assert sum(_walk_equal(made, read, seed) for seed in range(4)) > 20
+    monkeypatch.setenv("GRAMMARMASK_NATIVE_CFG", "0")  # the Python CFG engine: its own entry
+    with pytest.raises(AssertionError, match="built again"):
+        _grammars()["gbnf"].compile(_vocab(), engine="native")
+
+
+def test_a_lark_import_that_changes_is_read_again(cache_dir: Path, tmp_path: Path) -> None:
+    (tmp_path / "words.lark").write_text('WORD: "cat" | "dog"\n')
+    main = tmp_path / "main.lark"
+    main.write_text("start: WORD\n%import .words.WORD\n")
+    first = gm.Lark.from_file(main).compile(_vocab())
+    (tmp_path / "words.lark").write_text('WORD: "cow"\n')
+    os.utime(tmp_path / "words.lark", ns=(1, 1))  # a different modification time, whatever the clock
+    second = gm.Lark.from_file(main).compile(_vocab())
+    assert_accepts(first, b"cat")
+    assert_rejects(first, b"cow")
+    assert_accepts(second, b"cow")
+    assert_rejects(second, b"cat")
+
+
+def test_a_loader_function_in_import_paths_is_not_stored(cache_dir: Path) -> None:
+    def nothing_here(base: Any, path: str) -> tuple[str, str]:
+        raise OSError(path)  # a lark loader that has no file: lark goes on to its own grammars
+
+    g = gm.Lark(LARK, import_paths=[nothing_here])
+    assert g._disk_extra() is None
+    g.compile(_vocab())
+    assert list(cache_dir.glob("*.pickle.z")) == []
+
+
+def test_off_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GRAMMARMASK_CACHE_DIR", "off")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    for g in _grammars().values():
+        g.compile(_vocab())
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_packed_dfas_are_exact(cache_dir: Path) -> None:
+    dfas = [gm.Regex(p).to_dfa() for p in (r"[a-z]+@[a-z]+\.(com|org)", r"\d{3}-\d{4}", r"[^\x00-\x1f\"]*")]
+    assert disk_cache.store("test", "dfas", dfas, packed=True)
+    back = disk_cache.load("test", "dfas", packed=True)
+    for a, b in zip(dfas, back):
+        assert np.array_equal(a.transitions, b.transitions) and np.array_equal(a.accepting, b.accepting)
+        assert a.start == b.start
+
+
+def test_a_new_process_reads_the_compiled_grammar(cache_dir: Path) -> None:
+    made = _grammars()["json"].compile(_vocab())
+    code = (
+        "import sys, warnings; sys.path.insert(0, sys.argv[1])\n"
+        "import pytest\n"
+        "import test_compile_cache as t\n"
+        "mp = pytest.MonkeyPatch(); t._no_building(mp)\n"
+        "c = t._grammars()['json'].compile(t._vocab())\n"
+        "m = c.matcher(); print(m.mask().token_ids().tolist())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent)], capture_output=True,
+                         text=True, check=True, env={**os.environ, "GRAMMARMASK_CACHE_DIR": str(cache_dir)})
+    assert out.stdout.strip() == str(made.matcher().mask().token_ids().tolist())
