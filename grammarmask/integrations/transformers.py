@@ -24,7 +24,7 @@ from ..errors import GrammarError, TokenRejected
 from ..grammar import CompiledGrammar, Matcher
 from ..healing import HealedPrompt
 
-__all__ = ["GrammarLogitsProcessor"]
+__all__ = ["BatchedHF", "GrammarLogitsProcessor"]
 
 
 class GrammarLogitsProcessor:
@@ -299,3 +299,115 @@ class HFModel:
         self._past = getattr(out, self._cache_arg)
         self._ids = ids
         return np.asarray(out.logits[0, -1].float().numpy(), dtype=np.float32)
+
+
+class BatchedHF:
+    """A Hugging Face causal LM as a :class:`~grammarmask.models.LogitsModel` with ``batch_logits``,
+    for :func:`grammarmask.aligned_sample` and :func:`grammarmask.fidelity.exact_distributions`: they
+    score many sequences of equal length that extend one prompt (SMC's live particles at one step, or
+    one level of the enumeration tree), and this scores each batch in one forward pass.
+
+    The prompt's keys and values are computed once (on the first batch that does not extend the
+    current prompt, the batch's common prefix becomes the prompt: the samplers' first batch is the
+    prompt alone). Every scored sequence keeps the keys and values of its tokens past the prompt, so a
+    batch whose sequences all extend sequences of the previous length feeds one token per row, on a
+    cache assembled from the prompt's and the parents'; otherwise the rows' tokens past the prompt are
+    fed whole. Only the last position's logits are computed. Entries two lengths back are dropped as
+    the length grows. The kept entries cost about ``2 * layers * kv_heads * head_dim * 4`` bytes per
+    token per sequence (46 KB for SmolLM2-135M): 1,024 particles of 20 tokens hold about 2 GB.
+
+    ``rows`` counts the sequences scored and ``fed`` the tokens fed. One instance serves one caller at
+    a time (not thread-safe). torch and transformers are imported on first use.
+
+    Example::
+
+        model = BatchedHF(hf_model)
+        result = gm.aligned_sample(model, vocab, grammar, prompt_ids, n_particles=64, seed=0)
+    """
+
+    def __init__(self, model: Any, prompt_ids: Any = None) -> None:
+        self.model = model
+        self.arg = cache_argument(model)
+        self.prompt: tuple[int, ...] = ()
+        self.prompt_kv: list[tuple[Any, Any]] = []
+        self.last: npt.NDArray[np.float32] | None = None
+        self.store: dict[tuple[int, ...], tuple[list[tuple[Any, Any]], int]] = {}
+        self.rows = self.fed = 0
+        if prompt_ids is not None:
+            self.set_prompt(prompt_ids)
+
+    def __repr__(self) -> str:
+        return f"<BatchedHF {type(self.model).__name__} prompt={len(self.prompt)} kept={len(self.store)}>"
+
+    def set_prompt(self, prompt_ids: Any) -> None:
+        """Compute the prompt's cache (later sequences extend ``prompt_ids``; one that does not starts
+        a new prompt). Raises ``GrammarError`` for an empty prompt."""
+        import torch
+
+        prompt = tuple(int(t) for t in prompt_ids)
+        if not prompt:
+            raise GrammarError("BatchedHF needs a prompt of at least one token (a BOS id at least)")
+        if prompt == self.prompt and self.prompt_kv:
+            return
+        with torch.no_grad():
+            out = self.model(input_ids=torch.tensor([list(prompt)]), use_cache=True)
+        self.prompt, self.store = prompt, {}
+        self.prompt_kv = [(k, v) for k, v, *_ in getattr(out, self.arg)]
+        self.last = np.asarray(out.logits[0, -1].float().numpy(), dtype=np.float32)
+
+    def batch_logits(self, sequences: Any) -> npt.NDArray[np.float32]:
+        """Next-token logits after each sequence, ``[len(sequences), vocab]`` float32.
+
+        Raises
+        ------
+        GrammarError
+            An empty batch, sequences of different lengths, or a batch with no common first token.
+        """
+        import torch
+        from transformers import DynamicCache
+
+        seqs = [tuple(int(t) for t in s) for s in sequences]
+        if not seqs or len({len(s) for s in seqs}) != 1:
+            raise GrammarError("BatchedHF.batch_logits: give a non-empty batch of sequences of one length "
+                               f"(got lengths {sorted({len(s) for s in seqs})})")
+        n = len(self.prompt)
+        if not self.prompt_kv or any(s[:n] != self.prompt for s in seqs):
+            common = len(seqs[0])
+            for s in seqs[1:]:
+                common = min(common, next((i for i, (x, y) in enumerate(zip(seqs[0], s)) if x != y), common))
+            if common == 0:
+                raise GrammarError("BatchedHF.batch_logits: the sequences share no first token, so they "
+                                   "extend no common prompt; call set_prompt(prompt_ids) with their prompt")
+            self.set_prompt(seqs[0][:common])
+            n = len(self.prompt)
+        self.rows += len(seqs)
+        suffix = [s[n:] for s in seqs]
+        d, b = len(suffix[0]), len(suffix)
+        assert self.last is not None
+        if d == 0:
+            return np.stack([self.last] * b)
+        self.store = {k: v for k, v in self.store.items() if len(k) >= d - 1}
+        parents = [self.store.get(x[:-1]) for x in suffix] if d > 1 else []
+        incremental = all(p is not None for p in parents)
+        layers = []
+        for layer, (pk, pv) in enumerate(self.prompt_kv):
+            k, v = pk.expand(b, -1, -1, -1), pv.expand(b, -1, -1, -1)
+            if d > 1 and incremental:
+                sk = torch.stack([p[0][layer][0][p[1]] for p in parents if p is not None])
+                sv = torch.stack([p[0][layer][1][p[1]] for p in parents if p is not None])
+                k, v = torch.cat([k, sk], dim=2), torch.cat([v, sv], dim=2)
+            layers.append((k, v))
+        feed = [list(x[-1:]) for x in suffix] if incremental else [list(x) for x in suffix]
+        self.fed += b * len(feed[0])
+        with torch.no_grad():
+            out = self.model(input_ids=torch.tensor(feed), use_cache=True, logits_to_keep=1,
+                             **{self.arg: DynamicCache(ddp_cache_data=layers)})
+        kept = [(k[:, :, n:].clone(), v[:, :, n:].clone()) for k, v, *_ in getattr(out, self.arg)]
+        for row, x in enumerate(suffix):
+            self.store[x] = (kept, row)
+        return np.asarray(out.logits[:, -1].float().numpy(), dtype=np.float32)
+
+    def __call__(self, token_ids: Any) -> npt.NDArray[np.float32]:
+        """Next-token logits after one sequence."""
+        row: npt.NDArray[np.float32] = self.batch_logits([token_ids])[0]
+        return row
