@@ -4,8 +4,9 @@ aligned sampler that removes it, on SmolLM2-135M-Instruct.
 For every finite language (label sets, short regexes), with the chat-templated prompt:
 
 1. ``exact_distributions`` enumerates every token path of every string (all tokenizations) and scores
-   each prefix with the real model (batched: one tree level per batch on top of the prompt's KV
-   cache): the exact conditional ``p(y | y in L)`` and the masked sampler's exact distribution.
+   each prefix with the real model (``grammarmask.integrations.transformers.BatchedHF``: one tree
+   level per batch on top of the prompt's KV cache): the exact conditional ``p(y | y in L)`` and the
+   masked sampler's exact distribution.
 2. KL and total variation between them.
 3. ``aligned_sample(method="smc")`` at 1..64 particles, ``runs`` runs each. Its output distribution is
    estimated by averaging each run's normalised weights per string, and compared with the exact
@@ -31,7 +32,6 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,78 +66,6 @@ REGEXES: list[tuple[str, str, str]] = [
     ("title", r"(Mr|Mrs|Dr)\. (Smith|Jones)", "Give a polite way to address a doctor named Smith."),
 ]
 PARTICLES = (1, 2, 4, 8, 16, 32, 64)
-
-
-class BatchedHF:
-    """A Hugging Face causal LM as a LogitsModel with ``batch_logits``, for batches of equal-length
-    sequences that extend one prompt (a level of the enumeration tree, or SMC's live particles).
-
-    The prompt's keys and values are computed once. Every scored sequence keeps the keys and values of
-    its tokens past the prompt (only those: the prompt's are shared), so a batch whose sequences all
-    extend sequences of the previous length feeds one token per row, on a cache assembled from the
-    prompt's and the parents'. Otherwise the rows' tokens past the prompt are fed whole. Only the last
-    position's logits are computed. Entries two lengths back are dropped as the length grows.
-    """
-
-    def __init__(self, model: Any) -> None:
-        from grammarmask.integrations.transformers import cache_argument
-
-        self.model = model
-        self.arg = cache_argument(model)
-        self.prompt: tuple[int, ...] = ()
-        self.prompt_kv: list[tuple[Any, Any]] = []
-        self.last: Any = None
-        self.store: dict[tuple[int, ...], tuple[list[tuple[Any, Any]], int]] = {}
-        self.rows = self.fed = 0
-
-    def set_prompt(self, prompt: Sequence[int]) -> None:
-        """Compute the prompt's cache (every later sequence must start with ``prompt``)."""
-        import torch
-
-        prompt = tuple(prompt)
-        if prompt == self.prompt and self.prompt_kv:
-            return
-        with torch.no_grad():
-            out = self.model(input_ids=torch.tensor([list(prompt)]), use_cache=True)
-        self.prompt, self.store = prompt, {}
-        self.prompt_kv = [(k, v) for k, v, *_ in getattr(out, self.arg)]
-        self.last = out.logits[0, -1].float().numpy()
-
-    def batch_logits(self, seqs: Sequence[Sequence[int]]) -> np.ndarray:
-        import torch
-        from transformers import DynamicCache
-
-        n = len(self.prompt)
-        if any(tuple(s[:n]) != self.prompt for s in seqs):
-            raise ValueError("BatchedHF: every sequence must start with the prompt given to set_prompt")
-        self.rows += len(seqs)
-        suffix = [tuple(int(t) for t in s[n:]) for s in seqs]
-        d, b = len(suffix[0]), len(suffix)
-        if d == 0:
-            return np.stack([self.last] * b)
-        self.store = {k: v for k, v in self.store.items() if len(k) >= d - 1}
-        parents = [self.store.get(x[:-1]) for x in suffix] if d > 1 else []
-        incremental = all(p is not None for p in parents)
-        layers = []
-        for layer, (pk, pv) in enumerate(self.prompt_kv):
-            k, v = pk.expand(b, -1, -1, -1), pv.expand(b, -1, -1, -1)
-            if d > 1 and incremental:
-                sk = torch.stack([p[0][layer][0][p[1]] for p in parents])  # type: ignore[index]
-                sv = torch.stack([p[0][layer][1][p[1]] for p in parents])  # type: ignore[index]
-                k, v = torch.cat([k, sk], dim=2), torch.cat([v, sv], dim=2)
-            layers.append((k, v))
-        feed = [list(x[-1:]) for x in suffix] if incremental else [list(x) for x in suffix]
-        self.fed += b * len(feed[0])
-        with torch.no_grad():
-            out = self.model(input_ids=torch.tensor(feed), use_cache=True, logits_to_keep=1,
-                             **{self.arg: DynamicCache(ddp_cache_data=layers)})
-        kept = [(k[:, :, n:].clone(), v[:, :, n:].clone()) for k, v, *_ in getattr(out, self.arg)]
-        for row, x in enumerate(suffix):
-            self.store[x] = (kept, row)
-        return out.logits[:, -1].float().numpy()  # type: ignore[no-any-return]
-
-    def __call__(self, ids: Sequence[int]) -> np.ndarray:
-        return self.batch_logits([list(ids)])[0]
 
 
 def _cases() -> list[dict[str, Any]]:
@@ -176,6 +104,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     import grammarmask as gm
     from grammarmask.fidelity import aligned_sample, exact_distributions, kl_divergence, total_variation
+    from grammarmask.integrations.transformers import BatchedHF
     from grammarmask.models import smollm2
 
     torch.set_num_threads(args.threads)
@@ -230,7 +159,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "cases": cases}
 
 
-def _live_check(hf: BatchedHF, replay: Any, vocab: Any, compiled: Any, prompt: list[int], aligned_sample: Any
+def _live_check(hf: Any, replay: Any, vocab: Any, compiled: Any, prompt: list[int], aligned_sample: Any
                 ) -> dict[str, Any]:
     """Same seeds, live model vs replay: the same outputs, weights equal to float32 rounding."""
     same, diffs = 0, []
