@@ -113,20 +113,28 @@ def _dumps(value: Any, packed: bool) -> bytes:
 
 
 class _PackingPickler(pickle.Pickler):
-    """A pickler that writes a byte DFA as its byte classes and the table over them (a JSON Schema's
-    terminal DFAs have 20-70 distinct columns of 256)."""
+    """A pickler that writes a byte DFA of many states as its byte classes and the table over them
+    (a JSON Schema's terminal DFAs have 20-70 distinct columns of 256); zlib does well enough on
+    small ones."""
+
+    def __init__(self, f: io.BytesIO, protocol: int) -> None:
+        from .automata.dfa import DFA
+
+        super().__init__(f, protocol=protocol)
+        self.dfa_type = DFA
 
     def reducer_override(self, obj: Any) -> Any:
-        from .automata.dfa import DFA, column_classes
-
-        if type(obj) is not DFA:
+        if type(obj) is not self.dfa_type or obj.n_states < _PACK_STATES:
             return NotImplemented
-        classes, _ = column_classes(obj.transitions)
+        classes, _ = obj.byte_classes()
         reps = np.unique(classes, return_index=True)[1]  # each class's first byte
         table = np.ascontiguousarray(obj.transitions[:, reps])
         if not np.array_equal(table[:, classes], obj.transitions):  # never, but the entry must be exact
             return NotImplemented
         return _unpack_dfa, (classes.astype(np.uint8).tobytes(), table, obj.accepting, obj.start)
+
+
+_PACK_STATES = 64
 
 
 def _unpack_dfa(classes: bytes, table: Any, accepting: Any, start: int) -> Any:

@@ -241,8 +241,14 @@ def test_off_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_packed_dfas_are_exact(cache_dir: Path) -> None:
-    dfas = [gm.Regex(p).to_dfa() for p in (r"[a-z]+@[a-z]+\.(com|org)", r"\d{3}-\d{4}", r"[^\x00-\x1f\"]*")]
+    """Large DFAs are stored by their byte classes, small ones as they are: both read back equal."""
+    patterns = (r"[a-z]{1,80}@[a-z]+\.(com|org)", r"[0-9]{3}-[0-9]{4}",
+                r"([^\x00-\x1f\"]|\\u[0-9a-f]{4}){2,70}")
+    dfas = [gm.Regex(p).to_dfa() for p in patterns]
+    assert sorted(d.n_states >= disk_cache._PACK_STATES for d in dfas) == [False, True, True]
     assert disk_cache.store("test", "dfas", dfas, packed=True)
+    (entry,) = cache_dir.glob("test-*.pickle.z")
+    assert zlib.decompress(entry.read_bytes()).count(b"_unpack_dfa") == 1  # the name, memoised
     back = disk_cache.load("test", "dfas", packed=True)
     for a, b in zip(dfas, back):
         assert np.array_equal(a.transitions, b.transitions) and np.array_equal(a.accepting, b.accepting)
