@@ -7,9 +7,11 @@ longest run of final tokens (at most ``max_tokens``) whose bytes some longer tok
 starts with. :func:`healed` then makes the output start with the removed bytes, so the model may
 write them back with any tokens, the longer ones included, as llguidance does.
 
-``gm.generate(..., heal_prompt=True)`` does both and returns only the text after the prompt as it
-was given; with Hugging Face ``generate``, pass the healed ids and a processor for the healed
-grammar (docs/howto_transformers.md).
+``gm.generate(..., heal=True)`` does both and returns only the text after the prompt as it was
+given. With Hugging Face ``generate``, ``GrammarLogitsProcessor.healed(compiled, prompt_ids)``
+returns the processor for the healed grammar and the backed-off prompt in one call
+(docs/howto_transformers.md); with vLLM, :func:`grammarmask.integrations.vllm.heal_request` prepares
+a request for either of its paths (docs/howto_vllm.md).
 """
 
 from __future__ import annotations

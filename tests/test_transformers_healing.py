@@ -59,12 +59,33 @@ def test_healed_processor_writes_the_removed_bytes_back(sentencepiece: gm.Vocabu
         assert re.search(rb"https://[a-z]{1,8}\.com$", vocab.decode(list(h.token_ids)) + text)
 
 
+def test_healed_regular_grammar_is_budget_aware(sentencepiece: gm.Vocabulary,
+                                               sentencepiece_tokenizer: object) -> None:
+    """With ``max_tokens``, a healed regular grammar still ends within the budget: a regex whose
+    sentences run long unless steered ends in 12 new tokens, every row."""
+    vocab = sentencepiece
+    prompt = sentencepiece_tokenizer.encode("The url is https:/", bos=True, eos=False)  # type: ignore[attr-defined]
+    compiled = gm.Regex(r"/[a-z]{1,40}\.com").compile(vocab)
+    proc, h = GrammarLogitsProcessor.healed(compiled, prompt, max_tokens=12)
+    assert h.removed and proc.max_tokens == 12
+    model = tiny_llama(vocab)
+    eos = vocab.eos_token_id
+    with torch.no_grad():
+        out = model.generate(  # type: ignore[attr-defined]
+            torch.tensor([list(h.token_ids)]), logits_processor=transformers.LogitsProcessorList([proc]),
+            max_new_tokens=12, do_sample=True, top_k=0, num_return_sequences=6, pad_token_id=0,
+            eos_token_id=eos,
+        )  # fmt: skip
+    for row in out[:, len(h.token_ids):].tolist():
+        assert eos in row, vocab.decode(row)
+        text = vocab.decode(row[: row.index(eos)])
+        assert re.fullmatch(rb"/[a-z]{1,40}\.com", text[len(h.removed):]), text
+
+
 def test_healed_checks_its_input(sentencepiece: gm.Vocabulary) -> None:
     compiled = ANY_TEXT.compile(sentencepiece)
     with pytest.raises(gm.GrammarError, match="one prompt"):
         GrammarLogitsProcessor.healed(compiled, torch.tensor([[1, 415], [1, 416]]))
-    with pytest.raises(gm.GrammarError, match="max_tokens"):
-        GrammarLogitsProcessor.healed(compiled, [1, 415], max_tokens=8)
     with pytest.raises(gm.GrammarError, match="CompiledGrammar"):
         GrammarLogitsProcessor.healed(ANY_TEXT, [1, 415])  # type: ignore[arg-type]
     with pytest.raises(gm.GrammarError, match="outside the vocabulary"):

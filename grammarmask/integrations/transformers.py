@@ -106,20 +106,17 @@ class GrammarLogitsProcessor:
         the processor's grammar is ``gm.healed(compiled_grammar, removed)``, so the output starts by
         writing the removed bytes back, with any tokens, then follows the grammar. Generate from
         ``healed.token_ids``; the decoded output starts with ``healed.removed`` (drop it to get the
-        text after the prompt as given). ``options`` go to the constructor; ``max_tokens`` does not
-        steer a healed grammar (a composition has no known completion), so it is refused here.
+        text after the prompt as given). ``options`` go to the constructor; with ``max_tokens``, a
+        healed regular grammar is budget-aware, a healed context-free one is not (a composition with
+        no known completion: masked as without the option).
 
         Raises
         ------
         GrammarError
-            Several prompts (heal each with its own processor), ids outside the vocabulary, or
-            ``max_tokens`` given.
+            Several prompts (heal each with its own processor), or ids outside the vocabulary.
         """
         from ..healing import heal_prompt, healed
 
-        if options.get("max_tokens") is not None:
-            raise GrammarError("GrammarLogitsProcessor.healed: max_tokens does not steer a healed grammar "
-                               "(a composition has no known completion); leave it out")
         if not isinstance(compiled_grammar, CompiledGrammar):
             raise GrammarError(
                 "GrammarLogitsProcessor.healed needs a CompiledGrammar (grammar.compile(vocab)), "
