@@ -395,6 +395,26 @@ def test_generate_out_of_tokens_is_the_limit_exit_code(
 
 @pytest.mark.torch
 @pytest.mark.transformers
+def test_generate_aligned_with_a_tiny_local_model(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    labels = tmp_path / "yn.labels"
+    labels.write_text("yes\nno\nmaybe\n")
+    args = ["generate", str(labels), "--model", str(tiny_model_dir), "--prompt", "Answer: ", "--aligned"]
+    code, out, err = run(capsys, *args, "--particles", "8", "--temperature", "1")
+    assert code == cli.EXIT_OK, err
+    assert out.strip() in {"yes", "no", "maybe"}
+    assert "aligned SMC: 8 particles (8 finished)" in err and "log P(L) estimate -" in err
+    code, _, err = run(capsys, *args, "--max-tokens", "1")  # byte-level tokens: no label fits in one
+    assert code == cli.EXIT_LIMIT and "no particle of 16 finished within --max-tokens 1" in err
+    code, _, err = run(capsys, *args, "--temperature", "0")
+    assert code == cli.EXIT_USAGE and "--temperature above 0" in err
+    code, _, err = run(capsys, *args, "--particles", "0")
+    assert code == cli.EXIT_USAGE and "--particles must be at least 1" in err
+
+
+@pytest.mark.torch
+@pytest.mark.transformers
 def test_mask_with_a_model_reports_neg_log_z(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_model_dir: Path
 ) -> None:

@@ -201,6 +201,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-budget-aware", dest="budget_aware", action="store_false",
         help="do not steer towards an end within --max-tokens (default: steer, so the output is complete)",
     )
+    sp.add_argument(
+        "--aligned", action="store_true",
+        help="sample from the model's distribution conditioned on the whole output being in the grammar "
+        "(gm.aligned_sample, sequential Monte Carlo; docs/fidelity.md) instead of token-by-token masking",
+    )
+    sp.add_argument(
+        "--particles", type=int, default=16,
+        help="--aligned: SMC particles (default 16; more is closer to the conditional, and costs more)",
+    )
 
     sp = sub.add_parser(
         "bench",

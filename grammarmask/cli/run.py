@@ -92,6 +92,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
     grammar = _grammar(args)
     if args.threads is not None and args.threads < 1:
         raise CliError(f"--threads must be at least 1, got {args.threads}")
+    if args.aligned and args.particles < 1:
+        raise CliError(f"--particles must be at least 1, got {args.particles}")
+    if args.aligned and args.temperature <= 0:
+        raise CliError("--aligned samples a distribution: give --temperature above 0 (greedy decoding has "
+                       f"no distribution to align), got {args.temperature}")
     tok, model, vocab = _load_model(args.model)
     import torch
 
@@ -102,6 +107,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         from ..canonical import canonical
 
         compiled = canonical(compiled, tok)
+    if args.aligned:
+        return _generate_aligned(args, model, vocab, compiled, _prompt_ids(tok, args))
     from ..decoding import generate
     from ..integrations.transformers import HFModel
 
@@ -119,3 +126,30 @@ def cmd_generate(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return EXIT_OK if result.accepted else EXIT_LIMIT
+
+
+def _generate_aligned(args: argparse.Namespace, model: Any, vocab: Vocabulary, compiled: Any,
+                      prompt: list[int]) -> int:
+    """``generate --aligned``: :func:`grammarmask.aligned_sample` (SMC with ``--particles``) on the
+    model, every live particle scored in one forward pass per step."""
+    from ..fidelity import PathBudgetExceeded, aligned_sample
+    from ..integrations.transformers import BatchedHF
+
+    t0 = time.perf_counter()
+    with progress(f"aligned sampling with {args.particles} particles"):
+        try:
+            result = aligned_sample(BatchedHF(model), vocab, compiled, prompt, n_particles=args.particles,
+                                    max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed)
+        except PathBudgetExceeded:
+            print(f"no particle of {args.particles} finished within --max-tokens {args.max_tokens}",
+                  file=sys.stderr)
+            return EXIT_LIMIT
+    print(result.text)
+    finished = sum(1 for p in result.particles if p.log_weight > float("-inf"))
+    print(
+        f"aligned SMC: {args.particles} particles ({finished} finished), {result.n_resamples} resamplings, "
+        f"{result.model_rows} model rows in {time.perf_counter() - t0:.1f} s; "
+        f"log P(L) estimate {result.log_z:.4f}",
+        file=sys.stderr,
+    )
+    return EXIT_OK
