@@ -38,7 +38,6 @@ import logging
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from functools import wraps
 from typing import Any
@@ -55,6 +54,7 @@ from ..errors import GrammarError, GrammarMaskError
 from ..grammar import CompiledGrammar, Grammar
 from ..limits import Limits
 from ..vocab import Vocabulary
+from ._serving import CompileClock, StopTokens, budget_hint, limits_from_env, pad_vocabulary, timeout_from_env
 
 __all__ = [
     "BACKEND_NAME",
@@ -248,37 +248,15 @@ def vocabulary_for(tokenizer: Any, vocab_size: int) -> Vocabulary:
         full = Vocabulary.from_mistral(tokenizer.tokenizer)
     else:
         full = Vocabulary.from_hf(tokenizer)
-    if full.size == vocab_size:
-        return full
-    if full.eos_token_id >= vocab_size:
-        raise GrammarError(
-            f"the tokenizer's EOS id {full.eos_token_id} is past the model's {vocab_size} logits")
-    return Vocabulary(
-        full.token_bytes[:vocab_size], eos_token_id=full.eos_token_id, size=vocab_size, name=full.name,
-        special_token_ids=[i for i in full.special_ids if i < vocab_size],
-        special_token_names={i: n for i, n in full.special_token_names.items() if i < vocab_size},
-    )
+    return pad_vocabulary(full, vocab_size)
 
 
 def _limits_from_env() -> Limits | None:
-    text = os.environ.get(LIMITS_ENV, "").strip()
-    if not text:
-        return None
-    try:
-        fields = json.loads(text)
-        if not isinstance(fields, dict):
-            raise TypeError(f"a JSON object of Limits fields, got {type(fields).__name__}")
-        return Limits(**fields)
-    except (ValueError, TypeError) as e:
-        raise GrammarError(f"{LIMITS_ENV}={text!r} is not usable: {e}") from None
+    return limits_from_env(LIMITS_ENV)
 
 
 def _timeout_from_env() -> float:
-    text = os.environ.get(COMPILE_TIMEOUT_ENV, "").strip()
-    try:
-        return float(text) if text else 60.0
-    except ValueError:
-        raise GrammarError(f"{COMPILE_TIMEOUT_ENV}={text!r} is not a number of seconds") from None
+    return timeout_from_env(COMPILE_TIMEOUT_ENV)
 
 
 # --- the backend ---------------------------------------------------------------------------------------
@@ -297,8 +275,7 @@ class GrammarmaskBackend(StructuredOutputBackend):  # type: ignore[misc,unused-i
     def __post_init__(self) -> None:
         self.limits = _limits_from_env()
         self.compile_timeout = _timeout_from_env()
-        self._compiler: ThreadPoolExecutor | None = None
-        self._compiler_lock = threading.Lock()
+        self._clock = CompileClock(self.compile_timeout, COMPILE_TIMEOUT_ENV)
         # vLLM builds the backend on its scheduler's thread: the vocabulary (a second or two for a
         # 131k tokenizer) is read in the background, and the first compile waits for it
         self._vocab_reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grammarmask-vocab")
@@ -332,27 +309,12 @@ class GrammarmaskBackend(StructuredOutputBackend):  # type: ignore[misc,unused-i
             compiled = self._timed(lambda: grammar_for(request_type, grammar_spec).compile(
                 self.vocab, limits=self.limits))
         except GrammarMaskError as e:
-            budget = getattr(e, "budget", None)
-            if budget is not None and e.args:  # say how to raise it in vLLM, keeping the exception's type
-                e.args = (f"{e.args[0]} (in vLLM: {LIMITS_ENV}='{{\"{budget}\": ...}}')", *e.args[1:])
+            budget_hint(e, "vLLM", LIMITS_ENV)  # say how to raise it in vLLM, keeping the exception's type
             raise
         return GrammarmaskGrammar(compiled, stop_token_ids)
 
     def _timed(self, make: Any) -> CompiledGrammar:
-        if self.compile_timeout <= 0:
-            return make()  # type: ignore[no-any-return]
-        with self._compiler_lock:
-            if self._compiler is None:
-                self._compiler = ThreadPoolExecutor(max_workers=4, thread_name_prefix="grammarmask-compile")
-            future = self._compiler.submit(make)
-        try:
-            return future.result(timeout=self.compile_timeout)  # type: ignore[no-any-return]
-        except FutureTimeout:
-            future.cancel()  # a compile already running stops at its budgets of Limits
-            raise GrammarError(
-                f"compiling this grammar took longer than {self.compile_timeout:g} s "
-                f"(raise {COMPILE_TIMEOUT_ENV} if it is meant)"
-            ) from None
+        return self._clock.run(make)
 
     def allocate_token_bitmask(self, max_num_seqs: int) -> Any:
         """vLLM's bitmask: ``[max_num_seqs, ceil(vocab_size / 32)]`` int32, every bit set."""
@@ -362,9 +324,7 @@ class GrammarmaskBackend(StructuredOutputBackend):  # type: ignore[misc,unused-i
 
     def destroy(self) -> None:
         """Stop the compile threads (vLLM calls this when the engine shuts down)."""
-        if self._compiler is not None:
-            self._compiler.shutdown(wait=False, cancel_futures=True)
-            self._compiler = None
+        self._clock.shutdown()
 
 
 class GrammarmaskGrammar(StructuredOutputGrammar):  # type: ignore[misc,unused-ignore]
@@ -383,19 +343,8 @@ class GrammarmaskGrammar(StructuredOutputGrammar):  # type: ignore[misc,unused-i
 
     def __init__(self, compiled: CompiledGrammar, stop_token_ids: set[int] | None = None) -> None:
         self.compiled = compiled
-        vocab = compiled.vocab
-        stops = {int(t) for t in stop_token_ids or ()} or {vocab.eos_token_id}
-        self.stop_token_ids = frozenset(t for t in stops if 0 <= t < vocab.size)
-        self._stop_words = np.zeros(vocab.n_words, np.uint32)
-        for t in self.stop_token_ids:
-            self._stop_words[t >> 5] |= np.uint32(1 << (t & 31))
-        eos = vocab.eos_token_id
-        self._eos_word, self._eos_bit = eos >> 5, np.uint32(1 << (eos & 31))
-        # the words holding a stop token or EOS (EOS is legal only as a stop token): cleared, then the
-        # stop tokens set where the output is complete
-        cleared = self._stop_words.copy()
-        cleared[eos >> 5] |= self._eos_bit
-        self._stop_edits = [(int(w), ~cleared[w], self._stop_words[w]) for w in np.flatnonzero(cleared)]
+        self.stops = StopTokens(compiled.vocab, stop_token_ids)
+        self.stop_token_ids = self.stops.ids
         self._lock = threading.Lock()
         self.matcher = compiled.matcher()
         self.num_processed_tokens = 0
@@ -406,15 +355,7 @@ class GrammarmaskGrammar(StructuredOutputGrammar):  # type: ignore[misc,unused-i
 
     def _take(self, token: int) -> bool:
         """Advance by one token if legal (a stop token when complete terminates); else False."""
-        m = self.matcher
-        if token in self.stop_token_ids:
-            if not m.is_accepting():
-                return False
-            m.advance(self.compiled.vocab.eos_token_id)
-            return True
-        if token == self.compiled.vocab.eos_token_id:
-            return False
-        return m.try_advance(token)
+        return self.stops.take(self.matcher, token)
 
     def accept_tokens(self, request_id: str, tokens: list[int]) -> bool:
         """Advance by ``tokens``; False (logged) at the first illegal one, which is not taken.
@@ -482,19 +423,15 @@ class GrammarmaskGrammar(StructuredOutputGrammar):  # type: ignore[misc,unused-i
             self._fill(words, row)
 
     def _fill(self, words: npt.NDArray[Any], row: int) -> None:
-        out = words[row].view(np.uint32)
         if self.error is None and not self.matcher.is_finished():
             try:
-                self.matcher.fill_mask(words, row)
+                self.stops.fill(self.matcher, words, row)
             except GrammarMaskError as e:
                 self.error = e
                 logger.error("grammarmask cannot mask this request any more (it will fail): %s", e)
             else:
-                accepting = bool(out[self._eos_word] & self._eos_bit)  # the matcher sets EOS iff complete
-                for w, keep, stops in self._stop_edits:
-                    out[w] = (out[w] & keep) | stops if accepting else out[w] & keep
                 return
-        out[:] = self._stop_words
+        self.stops.fill_only_stops(words, row)
 
     def is_terminated(self) -> bool:
         """Whether a stop token was accepted (and not rolled back)."""
