@@ -29,6 +29,16 @@ Semantics follow vLLM's ``StructuredOutputGrammar`` interface exactly: the reque
 is complete and terminates it; ``validate_tokens`` leaves the state as it was; ``rollback`` also
 undoes termination; ``fill_bitmask`` writes one row of vLLM's int32 bitmask over the model's padded
 vocabulary (ids past the tokenizer's are never legal) and may run in vLLM's fill threads.
+
+Generation that ends (on by default, as in :func:`grammarmask.generate`): vLLM's backend interface
+gives ``compile_grammar`` no request (so no ``max_tokens``) and ``fill_bitmask`` no logits. A third
+wrapper, on ``StructuredOutputManager._create_grammar`` (where vLLM compiles one request's grammar),
+lets :meth:`GrammarmaskBackend.compile_grammar` read the request's ``max_tokens`` and ``extra_args``;
+the grammar counts the tokens it accepted, and near the budget its masks narrow so that the output
+can still end complete (:class:`grammarmask.integrations._budget.RowBudget`, without scores).
+Token healing: a backend cannot change a prompt, so :func:`heal_request` backs the prompt off and
+marks the request's ``extra_args``, and the backend compiles the healed grammar
+(:mod:`grammarmask.integrations._vllm_requests` has the options).
 """
 
 from __future__ import annotations
@@ -38,6 +48,7 @@ import logging
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import wraps
 from typing import Any
@@ -54,10 +65,29 @@ from ..errors import GrammarError, GrammarMaskError
 from ..grammar import CompiledGrammar, Grammar
 from ..limits import Limits
 from ..vocab import Vocabulary
+from ._budget import RowBudget
 from ._serving import CompileClock, StopTokens, budget_hint, limits_from_env, pad_vocabulary, timeout_from_env
+from ._vllm_requests import (
+    BUDGET_ARG,
+    BUDGET_ENV,
+    BUDGET_WINDOW_ENV,
+    HEAL_ARG,
+    HealedRequest,
+    RequestOptions,
+    heal_request,
+    request_options,
+)
 
 __all__ = [
     "BACKEND_NAME",
+    "BUDGET_ARG",
+    "BUDGET_ENV",
+    "BUDGET_WINDOW_ENV",
+    "HEAL_ARG",
+    "HealedRequest",
+    "RequestOptions",
+    "heal_request",
+    "request_options",
     "COMPILE_TIMEOUT_ENV",
     "LIMITS_ENV",
     "SWITCH_ENV",
@@ -117,6 +147,7 @@ def install() -> None:
     _check_hook_points(SamplingParams, StructuredOutputsParams, StructuredOutputManager)
     SamplingParams._validate_structured_outputs = _validating(SamplingParams._validate_structured_outputs)
     StructuredOutputManager.grammar_init = _initializing(StructuredOutputManager.grammar_init)
+    StructuredOutputManager._create_grammar = _creating(StructuredOutputManager._create_grammar)
     logger.info("grammarmask is vLLM's structured-output backend for backend='auto' (%s=1)", SWITCH_ENV)
 
 
@@ -124,7 +155,7 @@ def _check_hook_points(sampling: type, params: type, manager: type) -> None:
     import vllm
 
     missing = [f"{cls.__qualname__}.{name}" for cls, name in (
-        (sampling, "_validate_structured_outputs"), (manager, "grammar_init"),
+        (sampling, "_validate_structured_outputs"), (manager, "grammar_init"), (manager, "_create_grammar"),
     ) if not callable(getattr(cls, name, None))]
     fields = getattr(params, "__dataclass_fields__", {})
     missing += [f"{params.__qualname__}.{f}" for f in ("_backend", "_backend_was_auto") if f not in fields]
@@ -158,6 +189,7 @@ def _validating(original: Any) -> Any:
         try:
             kind, spec = get_structured_output_key(so)
             grammar_for(kind, spec)  # parses and checks the grammar; the vocabulary comes later
+            request_options(self)  # and grammarmask's extra_args (budget, healing)
         except (GrammarMaskError, ValueError, TypeError) as e:
             raise VLLMValidationError(f"grammarmask: {e}") from e
         so._backend = BACKEND_NAME
@@ -184,6 +216,23 @@ def _initializing(original: Any) -> Any:
 
     grammar_init.__grammarmask__ = True  # type: ignore[attr-defined]
     return grammar_init
+
+
+#: the request whose grammar vLLM's ``_create_grammar`` is compiling in this thread
+_REQUEST: ContextVar[Any] = ContextVar("grammarmask_vllm_request", default=None)
+
+
+def _creating(original: Any) -> Any:
+    @wraps(original)
+    def create_grammar(self: Any, request: Any) -> Any:
+        token = _REQUEST.set(request)
+        try:
+            return original(self, request)
+        finally:
+            _REQUEST.reset(token)
+
+    create_grammar.__grammarmask__ = True  # type: ignore[attr-defined]
+    return create_grammar
 
 
 # --- grammars and the vocabulary ---------------------------------------------------------------------
@@ -304,14 +353,28 @@ class GrammarmaskBackend(StructuredOutputBackend):  # type: ignore[misc,unused-i
             (``UnsupportedSchemaError``), a budget of :class:`grammarmask.Limits` exceeded
             (``BudgetExceeded``, whose message says how to raise it through ``GRAMMARMASK_VLLM_LIMITS``),
             or a compile slower than the time limit.
+
+        The request being compiled (known through the ``_create_grammar`` wrapper) gives its options
+        (:func:`request_options`): ``max_tokens`` for budget-aware masks, healed bytes.
         """
+        request = _REQUEST.get()
+        options = request_options(getattr(request, "sampling_params", None))
         try:
-            compiled = self._timed(lambda: grammar_for(request_type, grammar_spec).compile(
-                self.vocab, limits=self.limits))
+            def make() -> CompiledGrammar:
+                from ..healing import healed
+
+                grammar = healed(grammar_for(request_type, grammar_spec), options.heal)
+                assert isinstance(grammar, Grammar)
+                return grammar.compile(self.vocab, limits=self.limits)
+
+            compiled = self._timed(make)
         except GrammarMaskError as e:
             budget_hint(e, "vLLM", LIMITS_ENV)  # say how to raise it in vLLM, keeping the exception's type
             raise
-        return GrammarmaskGrammar(compiled, stop_token_ids)
+        max_tokens = getattr(request, "max_tokens", None) or options.max_tokens
+        budget = (RowBudget(compiled, max_tokens, window=options.window)
+                  if options.max_tokens is not None and isinstance(max_tokens, int) else None)
+        return GrammarmaskGrammar(compiled, stop_token_ids, budget=budget)
 
     def _timed(self, make: Any) -> CompiledGrammar:
         return self._clock.run(make)
@@ -339,10 +402,16 @@ class GrammarmaskGrammar(StructuredOutputGrammar):  # type: ignore[misc,unused-i
     A grammar error while masking (a budget of the context-free engine, or a dead end) does not
     stop the engine: it is logged, the row allows only the stop tokens, and the next
     :meth:`accept_tokens` returns False, which vLLM reports as that request's error.
+
+    ``budget`` (budget-aware masks): the tokens accepted so far count against its ``max_tokens``
+    (speculative rows included), and rows near it are narrowed to tokens that can still finish.
     """
 
-    def __init__(self, compiled: CompiledGrammar, stop_token_ids: set[int] | None = None) -> None:
+    def __init__(self, compiled: CompiledGrammar, stop_token_ids: set[int] | None = None, *,
+                 budget: RowBudget | None = None) -> None:
         self.compiled = compiled
+        #: budget-aware masks (None: off): narrows rows near the request's ``max_tokens``
+        self.budget = budget
         self.stops = StopTokens(compiled.vocab, stop_token_ids)
         self.stop_token_ids = self.stops.ids
         self._lock = threading.Lock()
@@ -417,15 +486,21 @@ class GrammarmaskGrammar(StructuredOutputGrammar):  # type: ignore[misc,unused-i
         self.fill_words(words, 0)
         bitmask[batch_index].copy_(torch.from_numpy(words[0]))
 
-    def fill_words(self, words: npt.NDArray[Any], row: int) -> None:
-        """:meth:`fill_bitmask` into row ``row`` of a ``[batch, n_words]`` int32/uint32 numpy array."""
-        with self._lock:
-            self._fill(words, row)
+    def fill_words(self, words: npt.NDArray[Any], row: int, scores: Any = None) -> None:
+        """:meth:`fill_bitmask` into row ``row`` of a ``[batch, n_words]`` int32/uint32 numpy array.
 
-    def _fill(self, words: npt.NDArray[Any], row: int) -> None:
+        ``scores``: the row's logits, when the caller has them (the logits-processor path): near the
+        budget the best-scoring tokens that can still finish are kept first."""
+        with self._lock:
+            self._fill(words, row, scores)
+
+    def _fill(self, words: npt.NDArray[Any], row: int, scores: Any = None) -> None:
         if self.error is None and not self.matcher.is_finished():
             try:
                 self.stops.fill(self.matcher, words, row)
+                if self.budget is not None:
+                    self.budget.restrict(self.matcher, words, row, self.num_processed_tokens, scores=scores,
+                                         stop_words=self.stops.words)
             except GrammarMaskError as e:
                 self.error = e
                 logger.error("grammarmask cannot mask this request any more (it will fail): %s", e)

@@ -17,6 +17,11 @@ backend path compiles in the engine's thread pool while the request waits); stru
 reasoning (``enable_in_reasoning``, reasoning parsers) does not apply. It is not registered as an
 entry point on purpose: a registered processor would be loaded into every vLLM engine and switch
 speculative decoding off for everyone.
+
+The per-request options are the backend path's (:func:`grammarmask.integrations.vllm.request_options`):
+budget-aware masks near ``max_tokens`` (on by default; here with the logits, so the best-scoring
+tokens that can still finish are kept, the Hugging Face processor's rule), and token healing
+(:func:`grammarmask.integrations.vllm.heal_request`).
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ from vllm.v1.structured_output.backend_types import StructuredOutputOptions
 
 from ..errors import GrammarError, GrammarMaskError
 from ..vocab import Vocabulary
-from .vllm import GrammarmaskGrammar, grammar_for, vocabulary_for
+from ._budget import RowBudget
+from .vllm import GrammarmaskGrammar, grammar_for, request_options, vocabulary_for
 
 __all__ = ["EXTRA_ARGS_KEY", "GrammarmaskLogitsProcessor", "request_grammar"]
 
@@ -127,6 +133,7 @@ class GrammarmaskLogitsProcessor(LogitsProcessor):  # type: ignore[misc,unused-i
             found = request_grammar(sampling_params)
             if found is not None:
                 grammar_for(*found)
+            request_options(sampling_params)
         except GrammarMaskError as e:
             raise ValueError(f"grammarmask: {e}") from e
 
@@ -170,14 +177,20 @@ class GrammarmaskLogitsProcessor(LogitsProcessor):  # type: ignore[misc,unused-i
             return None
         stops = set(getattr(params, "all_stop_token_ids", None) or ())
         try:
-            compiled = grammar_for(*found).compile(self.vocab)
+            from ..healing import healed
+
+            options = request_options(params)
+            grammar = healed(grammar_for(*found), options.heal)
+            compiled = grammar.compile(self.vocab)  # type: ignore[union-attr]
         except GrammarMaskError as e:
             logger.error("grammarmask: a request's grammar does not compile; it ends at once: %s", e)
             compiled = grammar_for(StructuredOutputOptions.JSON_OBJECT, "").compile(self.vocab)
             grammar = GrammarmaskGrammar(compiled, stops)
             grammar.error = e
             return _Row(grammar, output)
-        return _Row(GrammarmaskGrammar(compiled, stops), output)
+        budget = (RowBudget(compiled, options.max_tokens, window=options.window)
+                  if options.max_tokens is not None else None)
+        return _Row(GrammarmaskGrammar(compiled, stops, budget=budget), output)
 
     def apply(self, logits: Any) -> Any:
         """Set every logit a row's grammar forbids to ``-inf`` (in place; rows without one unchanged)."""
@@ -188,6 +201,6 @@ class GrammarmaskLogitsProcessor(LogitsProcessor):  # type: ignore[misc,unused-i
         indices = sorted(i for i in self._rows if i < logits.shape[0])
         words: npt.NDArray[np.int32] = np.empty((len(indices), self.vocab.n_words), np.int32)
         for r, index in enumerate(indices):
-            self._rows[index].grammar.fill_words(words, r)
+            self._rows[index].grammar.fill_words(words, r, scores=logits[index])
         apply_token_bitmask_inplace(logits, words, indices=indices)
         return logits
