@@ -28,6 +28,7 @@ from ._args import as_int
 from .cache import Lru, per_vocabulary
 from .compile_cache import compile_through
 from .engine import in_use as engine_in_use
+from .engine import native_cfg
 from .engine import resolve as resolve_engine
 from .errors import GrammarError, GrammarMaskError, NoLegalContinuation, TokenRejected
 from .limits import Limits, in_force
@@ -94,8 +95,9 @@ class Grammar(ABC):
                 cache: Lru[Hashable, CompiledGrammar] = per_vocabulary(
                     vocab, "compiled", lambda: Lru(lim.compiled_per_vocabulary)
                 )
+                # the CFG engine under "native" follows GRAMMARMASK_NATIVE_CFG, read at each compile
                 compiled = cache.get_or_make(
-                    (type(self).__qualname__, key, lim, name),
+                    (type(self).__qualname__, key, lim, name, name == "native" and native_cfg()),
                     lambda: compile_through(self, vocab, key, lim, name, lambda: self._compile(vocab)))
         if getattr(compiled, "_source", None) is None:  # what pickling needs to compile it again
             compiled._source = (self, vocab, lim, name)

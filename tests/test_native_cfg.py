@@ -424,6 +424,14 @@ def test_the_switch_selects_the_cfg_engine(monkeypatch: pytest.MonkeyPatch) -> N
         assert isinstance(g._compile(TINY), kind)  # type: ignore[arg-type]
     monkeypatch.setenv("GRAMMARMASK_NATIVE_CFG", "1")
     assert isinstance(g.compile(TINY, engine="python"), CompiledCfg)
+    # the compile cache keys the switch too: the same grammar compiled under each setting
+    on = g.compile(TINY)
+    monkeypatch.setenv("GRAMMARMASK_NATIVE_CFG", "0")
+    off = g.compile(TINY)
+    assert isinstance(on, NativeCompiledCfg) and isinstance(off, CompiledCfg)
+    assert g.compile(TINY) is off
+    monkeypatch.setenv("GRAMMARMASK_NATIVE_CFG", "1")
+    assert g.compile(TINY) is on
 
 # ---- the JSONSchemaBench sample, every instance token by token (slow) -----------------------------------
 
