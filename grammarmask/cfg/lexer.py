@@ -114,23 +114,28 @@ class LexerTables:
         self._reach: dict[tuple[int, tuple[int, ...]], bool] = {}
 
     def __getstate__(self) -> dict[str, object]:
-        """The tables without the combined transition table (made again from the terminal DFAs,
-        cheaper than storing it) and without the caches (for :mod:`grammarmask.compile_cache`)."""
+        """The tables without the caches, the combined transition table by byte classes (bytes no
+        terminal tells apart share one column: tens of columns, not 256), for
+        :mod:`grammarmask.compile_cache`."""
         state = dict(self.__dict__)
-        for name in ("table", "rows", "live"):
+        for name in ("rows", "live"):
             del state[name]
+        per_term = [d.byte_classes()[0] for d in self.dfas] or [np.zeros(256, dtype=np.int32)]
+        _, first, classes = np.unique(np.stack(per_term).T, axis=0, return_index=True, return_inverse=True)
+        classes = classes.ravel().astype(np.uint8)
+        compact = np.ascontiguousarray(self.table[:, first])
+        if np.array_equal(compact[:, classes], self.table):  # always, but the entry must be exact
+            state["table"] = (classes, compact)
         state.update(_reach={}, _dfa_keys={})
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state)
-        table = np.zeros((len(self.acc_list), 256), dtype=np.int32)
-        for off, d in zip(self.offset, self.dfas):
-            tr = np.asarray(d.transitions, dtype=np.int64)
-            table[off + 1 : off + d.n_states] = np.where(tr == 0, 0, tr + off)[1:]
-        self.table = table
-        self.rows = _Rows(table)
-        self.live = _Rows(table, live=True)
+        if isinstance(self.table, tuple):
+            classes, compact = self.table
+            self.table = compact[:, classes]
+        self.rows = _Rows(self.table)
+        self.live = _Rows(self.table, live=True)
 
     def dfa_key(self, t: int) -> bytes:
         """A content hash of terminal ``t``'s DFA (equal DFAs in different grammars share walks)."""
