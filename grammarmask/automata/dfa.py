@@ -103,23 +103,31 @@ class DFA:
     def byte_classes(self) -> tuple[npt.NDArray[np.int32], int]:
         """``(classes, k)``: ``classes[b]`` in ``0..k-1``, equal iff bytes have identical columns.
 
-        Classes are numbered in order of first appearance, so byte 0's class is 0.
+        Classes are numbered in order of first appearance, so byte 0's class is 0. Kept on the
+        DFA (made once, freed with it).
         """
-        return _byte_classes(self)
+        got: tuple[npt.NDArray[np.int32], int] | None = self.__dict__.get("_classes")
+        if got is None:
+            got = column_classes(self.transitions)
+            object.__setattr__(self, "_classes", got)
+        return got
+
+    def _known_classes(
+        self, src: npt.NDArray[np.integer], byte: npt.NDArray[np.integer], dst: npt.NDArray[np.integer]
+    ) -> DFA:
+        """Set :meth:`byte_classes` from the edges ``src --byte--> dst`` (every non-dead transition,
+        repeats allowed) of a DFA built from an edge list: cheaper than reading the dense table."""
+        if self.n_states < 1 << 26:  # edge_classes packs a state id in 26 bits
+            object.__setattr__(self, "_classes", edge_classes(src, byte, dst))
+        return self
 
     def live_bytes(self, state: int) -> list[int]:
         """The bytes that lead from ``state`` to a non-dead state."""
         return [b for b, t in enumerate(self._row(state)) if t]
 
 
-@functools.lru_cache(maxsize=256)
-def _byte_classes(dfa: DFA) -> tuple[npt.NDArray[np.int32], int]:
-    return column_classes(dfa.transitions)
-
-
-def column_classes(t: IntArray) -> tuple[npt.NDArray[np.int32], int]:
-    """Group the 256 columns of ``t`` into classes of identical columns (first-appearance order)."""
-    inverse = row_ids(np.ascontiguousarray(t.T))
+def _first_appearance(inverse: npt.NDArray[np.integer]) -> tuple[npt.NDArray[np.int32], int]:
+    """Ids renumbered ``0..k-1`` in order of first appearance."""
     _, first = np.unique(inverse, return_index=True)
     order = np.argsort(first, kind="stable")
     rank = np.empty_like(order)
@@ -127,7 +135,51 @@ def column_classes(t: IntArray) -> tuple[npt.NDArray[np.int32], int]:
     return rank[inverse].astype(np.int32), int(order.size)
 
 
+def edge_classes(
+    src: npt.NDArray[np.integer], byte: npt.NDArray[np.integer], dst: npt.NDArray[np.integer]
+) -> tuple[npt.NDArray[np.int32], int]:
+    """:func:`column_classes` of the table whose non-zero cells are the edges ``src --byte--> dst``
+    (repeats allowed): two bytes share a class iff they have the same set of (src, dst) pairs."""
+    key = np.unique(
+        np.asarray(byte, dtype=np.int64) << 52
+        | np.asarray(src, dtype=np.int64) << 26
+        | np.asarray(dst, dtype=np.int64)
+    )  # sorted by byte, then src
+    b = key >> 52
+    pair = key & ((1 << 52) - 1)
+    count = np.bincount(b, minlength=256)
+    runs = np.split(pair, np.cumsum(count)[:-1])
+    ids: dict[bytes, int] = {}
+    inverse = np.array([ids.setdefault(r.tobytes(), len(ids)) for r in runs], dtype=np.int64)
+    return _first_appearance(inverse)
+
+
+def column_classes(t: IntArray) -> tuple[npt.NDArray[np.int32], int]:
+    """Group the 256 columns of ``t`` into classes of identical columns (first-appearance order)."""
+    return _first_appearance(_column_ids(t))
+
+
 _RNG = np.random.default_rng(0x5EED)
+_CHUNK_ROWS = 1 << 14  # rows of a table read at a time by _column_ids (2 MB of int32 at 256 columns)
+
+
+def _column_ids(t: IntArray) -> npt.NDArray[np.int64]:
+    """:func:`row_ids` of the columns of ``t``, read a block of rows at a time: no transposed or
+    64-bit copy of the table (a 200,000-state DFA's is 400 MB). A random linear hash per column,
+    then each column checked against its group's first; on a collision the exact slow path runs."""
+    n, k = t.shape
+    coef = _RNG.integers(1, 1 << 62, size=n, dtype=np.int64) | 1
+    h = np.zeros(k, dtype=np.int64)
+    with np.errstate(over="ignore"):
+        for lo in range(0, n, _CHUNK_ROWS):
+            h += coef[lo : lo + _CHUNK_ROWS] @ t[lo : lo + _CHUNK_ROWS].astype(np.int64)
+    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    rep = first[inverse]
+    blocks = (t[lo : lo + _CHUNK_ROWS] for lo in range(0, n, _CHUNK_ROWS))
+    if all(np.array_equal(b, b[:, rep]) for b in blocks):
+        return inverse.astype(np.int64)
+    return row_ids(np.ascontiguousarray(t.T))
 
 
 def row_ids(mat: npt.NDArray[np.integer]) -> npt.NDArray[np.int64]:

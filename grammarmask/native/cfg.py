@@ -51,8 +51,9 @@ def flat_tables(cfg: Cfg) -> dict[str, Any]:
     starts = []
     off = 0  # local state s >= 1 of terminal i -> global off + s
     for i, t in enumerate(terms):
-        tr = np.asarray(t.dfa.transitions, dtype=np.int64)
-        table[off + 1 : off + 1 + sizes[i]] = np.where(tr == 0, 0, tr + off)[1:]
+        block = table[off + 1 : off + 1 + sizes[i]]  # filled in place: no 64-bit copy of a big DFA
+        block[...] = t.dfa.transitions[1:]
+        np.add(block, off, out=block, where=block != 0)
         acc[off + 1 : off + 1 + sizes[i]] = np.asarray(t.dfa.accepting, dtype=bool)[1:]
         term_of[off + 1 : off + 1 + sizes[i]] = i
         starts.append(off + int(t.dfa.start) if t.dfa.start else 0)
