@@ -52,6 +52,7 @@ CORPUS = Path(os.environ.get("GRAMMARMASK_CORPUS", ROOT.parent / "shared" / "cor
 FRONTENDS = ("lark", "gbnf", "regex", "json_schema")
 MAX_LEN = 8192
 STEPS = 12
+MAX_FEED = 1 << 20  # completions longer than this are not fed back (seconds of Python per MB)
 EXTRA_TOKENS = [
     b'{"',
     b'":',
@@ -310,6 +311,8 @@ def run_one(frontend: str, data: bytes, vocab: Any) -> str:
     rest = shortest_completion(compiled, m.state)
     if rest is None:
         return "walked"
+    if len(rest) > MAX_FEED:  # e.g. minLength 8000000: feeding it byte by byte is the harness's time
+        return "walked: completion too long to feed"
     for b in rest:
         if not m.try_advance(b + 1):
             raise Finding(f"the shortest completion {rest!r} is refused at byte {b!r}")

@@ -98,3 +98,32 @@ def test_integral_float_lengths_take_the_long_string_path(schema: dict[str, floa
         m = compiled.matcher()
         text = b'"' + b"a" * n + b'"'
         assert (all(m.try_advance(b + 1) for b in text) and m.is_accepting()) is ok, n
+
+
+# ---- numeric bounds of hundreds of digits (fuzz run 3: {"exclusiveMaximum": 9.7e76}, and 1e300) ---------
+
+
+def test_a_bound_of_300_digits_is_refused_at_its_keyword_and_pointer() -> None:
+    schema = {"type": "object", "properties": {"x": {"maximum": 1e300}}}
+    with pytest.raises(gm.UnsupportedSchemaError) as info:
+        gm.JsonSchema(schema).compile(byte_vocabulary())
+    assert (info.value.keyword, info.value.pointer) == ("maximum", "/properties/x")
+    assert len(str(info.value)) < 300  # not the terminal's regex of 90,000 characters
+
+
+def test_a_bound_of_77_digits_compiles_exactly() -> None:
+    """Integer forms are compared exactly with the float bound; fractions and exponents are a
+    narrowing (numbers.py), so there only accepted => valid."""
+    import json
+
+    import jsonschema
+    from .support_budgets import accepts
+
+    schema = {"exclusiveMaximum": 9.72378798197982e76}
+    compiled = gm.JsonSchema(schema).compile(byte_vocabulary())
+    valid = jsonschema.Draft202012Validator(schema).is_valid
+    big = int(9.72378798197982e76)
+    for n in (0, -5, big - 1, big, big + 1, 10**76, 10**77, -(10**80)):
+        assert accepts(compiled, str(n)) == valid(n), n
+    for text in ("1.5", "9.7e76", "9.8e76", "1e76", "-2.5"):
+        assert not accepts(compiled, text) or valid(json.loads(text)), text

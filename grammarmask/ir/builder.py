@@ -177,6 +177,13 @@ def _lark_escape(m: re.Match[str]) -> str:
     return "\\x22" if c == '"' else "\\/" if c == "/" else m.group(0)
 
 
+def _short(text: str, keep: int = 100) -> str:
+    """``text``, or its start and end around the number of characters left out."""
+    if len(text) <= keep:
+        return text
+    return f"{text[: keep * 2 // 3]} ... ({len(text) - keep} characters) ... {text[-keep // 3 :]}"
+
+
 def to_lark(rules: Mapping[str, Expr], start: str = "start") -> str:
     """Lark grammar text for ``rules`` (``start`` first), parsed by ``lark`` to the same language."""
     order = [start, *(n for n in rules if n != start)]
@@ -321,9 +328,11 @@ class _Lowering:
             try:
                 dfa = e.build() if e.build is not None else _regex_dfa(e.regex)
             except GrammarError as err:
-                if e.build is not None and err.line is not None:  # the front end said where
+                said_where = (err.line is not None or hasattr(err, "pointer")
+                              or str(getattr(err, "where", "")).startswith("/"))
+                if e.build is not None and said_where:  # the front end said where (line or pointer)
                     raise
-                raise GrammarError(f"terminal {e} cannot be compiled: {err.message}") from None
+                raise GrammarError(f"terminal {_short(str(e))} cannot be compiled: {err.message}") from None
         if dfa.start and dfa.accepting[dfa.start]:
             raise GrammarError(f"terminal {e} matches the empty string")
         t = self.terms[e] = len(self.terminals)

@@ -8,7 +8,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from ...automata import regex_to_dfa
-from ...errors import GrammarError
+from ...errors import BudgetExceeded, GrammarError, UnsupportedSchemaError
 from ...ir.builder import Expr, Lit, Pat, alt, seq
 from .counting import Counter
 from .formats import FORMATS, enforced_format, format_width
@@ -27,6 +27,24 @@ LONG_STRING = 256  # maxLength above this is written as chunk lexemes (see long_
 CHUNK = 256
 COUNTED_CHUNKS = 64  # past this many chunks (or a minLength past COUNTED_MIN), counted_string
 COUNTED_MIN = 1024
+# a number range's regex longer than this (bounds of about 40 digits and more: the regex grows with
+# the square of the digits) is compiled by _range_dfa, which names the schema location if it fails
+_LONG_RANGE = 2000
+
+
+def _range_dfa(regex: str, ptr: str, keyword: str) -> Any:
+    """The DFA of a ``minimum``/``maximum`` range's regex; a range too large to compile is reported at
+    its JSON pointer and budget, not as a terminal of thousands of characters."""
+    try:
+        return regex_to_dfa(regex)
+    except BudgetExceeded as e:
+        what = f"the numbers between the bounds ({e.what})"
+        err: GrammarError = BudgetExceeded(e.budget, e.value, what, where=ptr)
+    except GrammarError:  # the automaton's state limit: no Limits field of the user's to raise
+        err = UnsupportedSchemaError("the numbers between the bounds need an automaton past the state "
+                                     "limit (bounds of about a hundred digits or more)",
+                                     keyword=keyword, pointer=ptr)
+    raise err
 
 
 def _count(v: Any) -> int | None:
@@ -111,6 +129,10 @@ class ScalarBuilder:
             if lo is None and hi is None and not integer:
                 return Pat(dm)
             return self.intersection_terminal(tuple(sorted({r, dm})), "multipleOf", ptr, Pat(r))
+        if len(r) > _LONG_RANGE:  # bounds of many digits: a failure is said at the schema's pointer
+            names = ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum")
+            bounds = "/".join(k for k in names if k in s)
+            return Pat(r, functools.partial(_range_dfa, r, ptr or "/", bounds))
         return Pat(r)
 
     def multiples(self, m: int, lo: Any, lo_x: bool, hi: Any, hi_x: bool, ptr: str) -> Expr | None:
