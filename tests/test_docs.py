@@ -23,6 +23,7 @@ OWN_PAGES = [
     "quality.md",
     "fidelity.md",
     "howto_vllm.md",
+    "howto_sglang.md",
 ]
 PAGES = [ROOT / "README.md", *(ROOT / "docs" / p for p in OWN_PAGES)]
 _BLOCK = re.compile(r"(?:<!-- docs-test: skip \((?P<reason>[^)]+)\) -->\n)?```python\n(?P<code>.*?)```", re.S)
