@@ -8,14 +8,14 @@ Where: ``$GRAMMARMASK_CACHE_DIR``, else ``$XDG_CACHE_HOME/grammarmask``, else
 is made readable by its owner only, since entries are pickles and unpickling runs code.
 
 An entry is named by a hash of everything its value depends on: the input's identity (a file's path,
-size and modification time; a grammar's text or schema; a vocabulary's content hash), the limits and
-engine in force, the versions of the libraries that read it, and grammarmask's own source files, so
-any change to grammarmask's code starts a fresh set of entries. Grammar entries are compressed
-(zlib), with each byte DFA stored by its byte classes: a large JSON Schema's entry is a few hundred
-KB, not the tens of MB of its dense transition tables. Entries are written
-to a temporary file and renamed into place, so processes sharing the directory never read half an
-entry; an entry that cannot be read is ignored and written again. Nothing is evicted: delete the
-directory to reclaim the space.
+size and modification time; a Hugging Face tokenizer's JSON; a grammar's text or schema; a
+vocabulary's content hash), the limits and engine in force, the versions of the libraries that read
+it, and grammarmask's own source files, so any change to grammarmask's code starts a fresh set of
+entries. Grammar entries are compressed (zlib), with each large byte DFA stored by its byte classes:
+a 97 KB JSON Schema's entry is under 1 MB, not the 35 MB of its dense transition tables. Entries are
+written to a temporary file and renamed into place, so processes sharing the directory never read
+half an entry; an entry that cannot be read is ignored and written again. Nothing is evicted: delete
+the directory to reclaim the space.
 """
 
 from __future__ import annotations
