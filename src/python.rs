@@ -161,11 +161,12 @@ impl PyRegularIndex {
         wrap: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
         let vocab = Arc::clone(&vocab.get().inner);
-        let table: Vec<u8> = transitions.as_bytes().to_vec();
+        // borrowed, not copied: the bytes object outlives the call and a 200,000-state table is 200 MB
+        let table: &[u8] = transitions.as_bytes();
         let accepting: Vec<bool> = accepting.as_bytes().iter().map(|&a| a != 0).collect();
         let inner = guarded(py, move || {
             // the int32 table in native order (a negative entry becomes huge and is refused)
-            let table = to_u32s_ne(&table, "native DFA: transitions")?;
+            let table = to_u32s_ne(table, "native DFA: transitions")?;
             let start = to_usize(start, "native DFA: start")?;
             let cache = to_usize(cache_masks, "native DFA: cache_masks")?;
             let dfa = Dfa::new(table, accepting, start)?;
@@ -403,12 +404,12 @@ impl PyCfgGrammar {
         class_trie_max: i64,
     ) -> PyResult<Self> {
         let vocab = Arc::clone(&vocab.get().inner);
-        let table = transitions.as_bytes().to_vec();
+        let table: &[u8] = transitions.as_bytes(); // borrowed, as in RegularIndex::new
         let accepting: Vec<bool> = accepting.as_bytes().iter().map(|&a| a != 0).collect();
         let term_of = term_of.as_bytes().to_vec();
         let inner = guarded_cfg(py, move || {
             let grammar_err = |e: Error| CfgError::Grammar(e.0);
-            let table = to_u32s_ne(&table, "native CFG lexer: transitions").map_err(grammar_err)?;
+            let table = to_u32s_ne(table, "native CFG lexer: transitions").map_err(grammar_err)?;
             let term_of: Vec<u32> = to_i32s_ne(&term_of, "native CFG lexer: terminals")
                 .map_err(grammar_err)?
                 .into_iter()
