@@ -96,3 +96,47 @@ def test_repeat_composes_and_caches_by_content() -> None:
     m.advance(ord("1") + 1)
     m.advance(VOCAB.token_bytes.index(b",1"))
     assert not m.is_accepting() and m.try_advance(ord(",") + 1) and m.is_accepting()
+
+
+# ---- the direct construction for prefix-free units (automata.ops._prefix_free_repeat) ------------------
+
+_UNITS = ["[a-c]", "ab|c", "x[0-9]{2}", "(?:é|ü)", r'(?:[^"\\]|\\["n])']
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from(_UNITS), st.integers(0, 12), st.one_of(st.none(), st.integers(0, 12)))
+def test_a_prefix_free_unit_repeats_into_the_minimal_dfa(unit: str, lo: int, span: int | None) -> None:
+    from grammarmask.automata import regex_to_dfa
+    from grammarmask.automata.ops import _prefix_free_repeat
+
+    from .support import isomorphic
+
+    hi = None if span is None else lo + span
+    direct = _prefix_free_repeat(regex_to_dfa(unit), lo, hi, 100_000)
+    assert direct is not None
+    count = "*" if (lo, hi) == (0, None) else f"{{{lo},{'' if hi is None else hi}}}"
+    assert isomorphic(direct, regex_to_dfa(f"(?:{unit}){count}", max_states=100_000))
+
+
+def test_a_unit_that_is_not_prefix_free_takes_the_general_path() -> None:
+    from grammarmask.automata import regex_to_dfa
+    from grammarmask.automata.ops import _prefix_free_repeat, repeat
+
+    from .support import isomorphic
+
+    a = regex_to_dfa("a|ab")
+    assert _prefix_free_repeat(a, 0, 3, 1000) is None
+    assert isomorphic(repeat(a, 0, 3), regex_to_dfa("(?:a|ab){0,3}"))
+
+
+@pytest.mark.parametrize(("lo", "hi"), [(0, None), (3, None), (0, 0), (1, 100), (0, 256), (7, 7)])
+def test_a_json_string_of_counted_characters_is_built_directly(lo: int, hi: int | None) -> None:
+    from grammarmask.automata import regex_to_dfa
+    from grammarmask.frontends.jsonschema.strings import plain_string, quoted_plain_dfa
+
+    from .support import isomorphic
+
+    rx = f'"{plain_string(lo, hi)}"'
+    direct = quoted_plain_dfa(rx)
+    assert direct is not None and isomorphic(direct, regex_to_dfa(rx))
+    assert quoted_plain_dfa('"[a-z]{0,5}"') is None

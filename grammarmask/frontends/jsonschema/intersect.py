@@ -26,6 +26,7 @@ import functools
 from ...automata import DFA, difference, product, regex_to_dfa
 from ...errors import GrammarError
 from ...ir.builder import Pat
+from .strings import quoted_plain_dfa
 
 __all__ = ["TooLarge", "intersection_dfa", "intersection_terminal", "lark_regex", "ordered"]
 
@@ -58,7 +59,8 @@ def ordered(parts: set[str]) -> tuple[str, ...]:
 def intersection_dfa(parts: tuple[str, ...], max_states: int) -> DFA:
     """The DFA of the intersection (exact); raises TooLarge past ``max_states`` states."""
     try:
-        pos = [regex_to_dfa(p, max_states=max_states) for p in parts if not p.startswith("!")]
+        pos = [quoted_plain_dfa(p, max_states) or regex_to_dfa(p, max_states=max_states)
+               for p in parts if not p.startswith("!")]
         neg = [regex_to_dfa(p[1:], max_states=max_states) for p in parts if p.startswith("!")]
         pos.sort(key=lambda d: d.n_states)
         out = pos[0]

@@ -16,7 +16,7 @@ from .intersect import TooLarge, intersection_dfa, intersection_terminal
 from .keyset import KeySetTooLarge, key_regex
 from .multiples import decimal_multiple_regex
 from .numbers import NON_INTEGER, number_regex
-from .strings import ANY_CHAR, NOTHING, key_not_in_terminal, pattern_regex, plain_string
+from .strings import ANY_CHAR, NOTHING, key_not_in_terminal, pattern_regex, plain_string, quoted_plain_dfa
 
 if TYPE_CHECKING:
     from .compiler import Compiler
@@ -189,6 +189,8 @@ class ScalarBuilder:
                 self.c.unsupported("not", ptr, "excluding string values from a constrained string")
             else:
                 return key_not_in_terminal(excluded)
+        if quoted_plain_dfa(f'"{body}"') is not None:  # a plain string: its DFA built directly
+            return Pat(f'"{body}"', functools.partial(quoted_plain_dfa, f'"{body}"'))
         return Pat(f'"{body}"')
 
     def intersection(

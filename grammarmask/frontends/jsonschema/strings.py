@@ -19,8 +19,10 @@ from collections.abc import Iterable
 from functools import cache, lru_cache, partial
 from typing import Any
 
+import numpy as np
+
 from ...automata import DFA, difference, regex_to_dfa
-from ...automata.ops import from_strings
+from ...automata.ops import from_strings, repeat
 from ...automata.regex import _literal_set
 from ...automata.regex import parse as parse_regex
 from ...errors import UnsupportedSchemaError
@@ -43,6 +45,7 @@ __all__ = [
     "literal",
     "pattern_regex",
     "plain_string",
+    "quoted_plain_dfa",
 ]
 
 MAXC = 0x10FFFF
@@ -519,3 +522,36 @@ def plain_string(min_len: int, max_len: int | None) -> str:
         return f"{ANY_CHAR}*"
     rep = f"{{{min_len},}}" if max_len is None else f"{{{min_len},{max_len}}}"
     return f"{ANY_CHAR}{rep}"
+
+
+_PLAIN = re.compile('"' + re.escape(ANY_CHAR) + r'(?:\*|\{(\d+),(\d*)\})"')
+
+
+def quoted_plain_dfa(regex: str, max_states: int = 10_000) -> DFA | None:
+    """The DFA of ``regex`` if it is a quoted :func:`plain_string` (``"`` + characters{lo,hi} + ``"``),
+    built straight from one character's DFA (automata.ops.repeat: a JSON character is prefix-free,
+    so no subset construction: ~20 ms instead of ~0.4 s for {0,256}); None for any other regex.
+    Past ``max_states`` states (the default is :func:`regex_to_dfa`'s) it raises GrammarError."""
+    m = _PLAIN.fullmatch(regex)
+    if m is None:
+        return None
+    lo = int(m.group(1) or 0)
+    hi = None if m.group(1) is None or not m.group(2) else int(m.group(2))
+    return _quoted_plain(lo, hi, max_states)
+
+
+@lru_cache(maxsize=256)
+def _quoted_plain(lo: int, hi: int | None, max_states: int) -> DFA:
+    body = repeat(regex_to_dfa(ANY_CHAR), lo, hi, max_states=max_states - 2)
+    t, acc = body.transitions, body.accepting
+    n = body.n_states
+    quote = ord('"')
+    if t[acc, quote].any():  # pragma: no cover - a raw quote is no JSON character
+        raise AssertionError("a string's characters include a raw quote")
+    table = np.zeros((n + 2, 256), np.int32)
+    table[:n] = t
+    table[n, quote] = body.start  # the opening quote
+    table[:n][acc, quote] = n + 1  # the closing one, where the characters may end
+    accepting = np.zeros(n + 2, np.bool_)
+    accepting[n + 1] = True
+    return DFA(table, accepting, n)
