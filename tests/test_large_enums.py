@@ -52,7 +52,16 @@ def same_language(dfa: DFA, words: list[bytes]) -> None:
             assert dfa.matches(bytes(t)) == (bytes(t) in want)
 
 
+@pytest.fixture(params=["arrays", "dicts"])
+def trie_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test on both of from_strings' paths: the array trie (large sets) and the dict trie
+    (sets of up to ``ops._SMALL_TRIE_BYTES`` bytes, where most calls are)."""
+    monkeypatch.setattr(ops, "_SMALL_TRIE_BYTES", -1 if request.param == "arrays" else 1 << 40)
+    return str(request.param)
+
+
 @pytest.mark.parametrize("seed", range(3))
+@pytest.mark.usefixtures("trie_path")
 def test_from_strings_is_the_minimal_dfa_of_the_set(seed: int) -> None:
     for words in random_sets(seed, 60):
         dfa = from_strings(words)
@@ -60,6 +69,7 @@ def test_from_strings_is_the_minimal_dfa_of_the_set(seed: int) -> None:
         same_language(dfa, words)
 
 
+@pytest.mark.usefixtures("trie_path")
 def test_from_strings_on_long_and_shared_strings() -> None:
     for words in (
         [b"a" * 3000],
@@ -77,6 +87,7 @@ def test_from_strings_on_long_and_shared_strings() -> None:
 
 def test_from_strings_merges_exactly_when_every_hash_collides(monkeypatch: pytest.MonkeyPatch) -> None:
     # A hash that keeps one bit: almost every level collides and is merged by the exact path.
+    monkeypatch.setattr(ops, "_SMALL_TRIE_BYTES", -1)  # the array path, even for these small sets
     words = [w for ws in random_sets(7, 30) for w in ws]
     want = from_strings(words)
     monkeypatch.setattr(ops, "_splitmix", lambda x: x & np.uint64(1))
@@ -86,7 +97,8 @@ def test_from_strings_merges_exactly_when_every_hash_collides(monkeypatch: pytes
     same_language(got, words)
 
 
-def test_byte_classes_recorded_from_edges_equal_the_table_columns() -> None:
+def test_byte_classes_recorded_from_edges_equal_the_table_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ops, "_SMALL_TRIE_BYTES", -1)  # edges are recorded on the array path
     for words in random_sets(11, 100):
         dfa = from_strings(words)
         recorded = dfa.byte_classes()
