@@ -37,11 +37,11 @@ __all__ = ["ENGINES", "NATIVE_CFG_DEFAULT", "compile_cfg", "compile_dfa", "in_us
 ENGINES = ("native", "python")
 
 #: whether engine "native" compiles context-free grammars with the Rust CFG engine when
-#: ``GRAMMARMASK_NATIVE_CFG`` is unset. Off: its masks equal the Python engine's (tests/test_native_cfg.py,
-#: and all 401,080 steps of the JSONSchemaBench sample in both property orders), but
-#: :func:`grammarmask.completion.shortest_completion` (``generate(budget_aware=True)``) reads the Python
-#: engine's chart and has no native counterpart yet
-NATIVE_CFG_DEFAULT = False
+#: ``GRAMMARMASK_NATIVE_CFG`` is unset. On: its masks equal the Python engine's (tests/test_native_cfg.py,
+#: and all 401,080 steps of the JSONSchemaBench sample in both property orders), and
+#: :func:`grammarmask.completion.shortest_completion` reads its chart (src/cfg/complete.rs);
+#: ``GRAMMARMASK_NATIVE_CFG=0`` keeps the Python CFG engine under engine "native"
+NATIVE_CFG_DEFAULT = True
 
 _SELECTED: contextvars.ContextVar[str] = contextvars.ContextVar("grammarmask_engine")
 
