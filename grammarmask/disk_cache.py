@@ -14,8 +14,12 @@ it, and grammarmask's own source files, so any change to grammarmask's code star
 entries. Grammar entries are compressed (zlib), with each large byte DFA stored by its byte classes:
 a 97 KB JSON Schema's entry is under 1 MB, not the 35 MB of its dense transition tables. Entries are
 written to a temporary file and renamed into place, so processes sharing the directory never read
-half an entry; an entry that cannot be read is ignored and written again. Nothing is evicted: delete
-the directory to reclaim the space.
+half an entry; an entry that cannot be read is ignored and written again.
+
+The directory is kept under ``$GRAMMARMASK_CACHE_MAX_MB`` megabytes (default 1024; ``0``: no limit):
+a read marks its entry used (its modification time), and every few stores the least recently used
+entries (those of older grammarmask versions first, as nothing reads them) are deleted until the
+directory is at most 80% of the limit. A server compiling every schema it is sent stays bounded.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-__all__ = ["code_hash", "directory", "load", "load_or_make", "store"]
+__all__ = ["code_hash", "directory", "load", "load_or_make", "max_bytes", "store", "sweep"]
 
 T = TypeVar("T")
 _OFF = ("", "off", "0", "none", "false")
@@ -73,9 +77,13 @@ def load(kind: str, key: Hashable, *, packed: bool = False) -> Any:
     where = directory()
     if where is None:
         return None
-    with contextlib.suppress(Exception), open(_path(where, kind, key, packed), "rb") as f:
+    path = _path(where, kind, key, packed)
+    with contextlib.suppress(Exception), open(path, "rb") as f:
         data = f.read()
-        return pickle.loads(zlib.decompress(data) if packed else data)
+        value = pickle.loads(zlib.decompress(data) if packed else data)
+        with contextlib.suppress(OSError):
+            os.utime(path)  # used now: the last to be evicted
+        return value
     return None
 
 
@@ -97,11 +105,69 @@ def store(kind: str, key: Hashable, value: Any, *, packed: bool = False) -> bool
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
             os.replace(tmp, _path(where, kind, key, packed))
+            _after_store(where)
             return True
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
     return False
+
+
+_SWEEP_EVERY = 16  # stores between two looks at the directory's size (the first store looks too)
+_stores = 0
+
+
+def max_bytes() -> int | None:
+    """The size limit of the cache directory in force (``$GRAMMARMASK_CACHE_MAX_MB``), None for none."""
+    env = os.environ.get("GRAMMARMASK_CACHE_MAX_MB", "").strip()
+    if not env:
+        return _DEFAULT_MAX_MB << 20
+    try:
+        mb = float(env)
+    except ValueError:
+        mb = -1.0
+    if not mb >= 0:
+        from .errors import GrammarError
+
+        raise GrammarError(f"GRAMMARMASK_CACHE_MAX_MB must be a number of megabytes >= 0, got {env!r}")
+    return None if mb == 0 else int(mb * (1 << 20))
+
+
+_DEFAULT_MAX_MB = 1024
+
+
+def _after_store(where: Path) -> None:
+    global _stores
+    _stores += 1
+    if _stores % _SWEEP_EVERY == 1 or _SWEEP_EVERY == 1:
+        sweep(where)
+
+
+def sweep(where: Path | None = None) -> int:
+    """Delete the least recently used entries until the directory is at most 80% of
+    :func:`max_bytes` (when it is over the limit); the number of bytes freed."""
+    where = where or directory()
+    limit = max_bytes()
+    if where is None or limit is None:
+        return 0
+    entries = []
+    with contextlib.suppress(OSError), os.scandir(where) as it:
+        for e in it:
+            if e.name.endswith((".pickle", ".pickle.z")) and e.is_file(follow_symlinks=False):
+                with contextlib.suppress(OSError):
+                    st = e.stat(follow_symlinks=False)
+                    entries.append((st.st_mtime, st.st_size, e.path))
+    total = sum(size for _, size, _ in entries)
+    if total <= limit:
+        return 0
+    freed = 0
+    for _, size, path in sorted(entries):
+        if total - freed <= limit * 0.8:
+            break
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+            freed += size
+    return freed
 
 
 def _dumps(value: Any, packed: bool) -> bytes:

@@ -125,3 +125,33 @@ def test_a_hf_tokenizer_is_read_back_by_its_content(cache_dir: Path, monkeypatch
     assert len(list(cache_dir.glob("vocabulary-*.pickle"))) == 2
     assert gm.Vocabulary.from_hf(tok, size=grown.size + 8).size == grown.size + 8  # the arguments too
     assert len(list(cache_dir.glob("vocabulary-*.pickle"))) == 3
+
+
+def test_the_directory_is_kept_under_its_size_limit(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    monkeypatch.setenv("GRAMMARMASK_CACHE_MAX_MB", "1")
+    monkeypatch.setattr(disk_cache, "_SWEEP_EVERY", 1)
+    blob = os.urandom(300_000)  # incompressible: each entry about 0.3 MB
+    for i in range(3):
+        assert disk_cache.store("blob", i, blob)
+    old = time.time() - 100
+    for i, entry in enumerate(sorted(cache_dir.iterdir())):  # make every entry old ...
+        os.utime(entry, (old + i, old + i))
+    assert disk_cache.load("blob", 0) == blob  # ... then use entry 0: the last to go
+    assert disk_cache.store("blob", 3, blob)  # 1.2 MB: down to 0.8 MB, the least recently used first
+    assert sum(p.stat().st_size for p in cache_dir.iterdir()) <= 0.8 * (1 << 20)
+    assert disk_cache.load("blob", 1) is None and disk_cache.load("blob", 2) is None
+    assert disk_cache.load("blob", 0) == blob and disk_cache.load("blob", 3) == blob
+
+
+@pytest.mark.parametrize("value", ["-1", "lots", "nan"])
+def test_a_bad_size_limit_is_named(cache_dir: Path, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("GRAMMARMASK_CACHE_MAX_MB", value)
+    with pytest.raises(gm.GrammarError, match="GRAMMARMASK_CACHE_MAX_MB"):
+        disk_cache.max_bytes()
+
+
+def test_no_size_limit(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GRAMMARMASK_CACHE_MAX_MB", "0")
+    assert disk_cache.max_bytes() is None and disk_cache.sweep(cache_dir) == 0
