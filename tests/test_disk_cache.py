@@ -84,6 +84,7 @@ def test_an_unwritable_directory_costs_the_cache(tmp_path: Path, monkeypatch: py
 
 
 def test_a_new_process_reads_the_entry(cache_dir: Path) -> None:
+    disk_cache.code_hash.cache_clear()  # this checkout's code now, as the new process will hash it
     gm.Vocabulary.from_mistral("sentencepiece")
     code = ("import grammarmask as gm, grammarmask.loaders as L\n"
             "L.mistral_tokenizer = None  # reading the file again would fail\n"
