@@ -85,7 +85,13 @@ def broad_states(vocab: Vocabulary, dfa: DFA, above: int) -> npt.NDArray[np.bool
     (``Limits.walk_broad_tokens``), enough for the dense pass to beat a pruned walk."""
     ta = vocab.trie
     kids = np.arange(int(ta.child_lo[0]), int(ta.child_hi[0]))
-    counts = (dfa.transitions[:, ta.byte[kids]] != 0) @ ta.sub_count[kids]
+    # by byte class and a block of states at a time: not a (states x 256) matrix made 64-bit by the
+    # product (400 MB for a 200,000-state enum)
+    classes, k = dfa.byte_classes()
+    weight = np.bincount(classes[ta.byte[kids]], weights=ta.sub_count[kids], minlength=k).astype(np.int64)
+    live = dfa.transitions[:, class_reps(classes, k)] != 0
+    blocks = [live[i : i + 65536].astype(np.int64) @ weight for i in range(0, len(live), 65536)]
+    counts = np.concatenate([np.zeros(0, np.int64), *blocks])
     broad: npt.NDArray[np.bool_] = counts > above
     return broad
 
