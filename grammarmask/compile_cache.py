@@ -25,6 +25,10 @@ Entries, by what they hold:
   again: nothing holding a native handle is pickled). Masks, walks and other lazily filled caches are
   not stored: a new process fills them as it decodes.
 
+Compositions (``&``, ``|``, ``+``, ``repeat``, structural tags) are not stored themselves: their
+context-free parts compile through :meth:`~grammarmask.Grammar.compile` and so through these
+entries, and their regular parts are cheap.
+
 Every key also holds :func:`~grammarmask.disk_cache.code_hash`: another version of grammarmask never
 reads these entries. An entry that cannot be read is ignored and made again.
 """

@@ -128,6 +128,23 @@ def test_a_hit_masks_as_the_miss(name: str, engine: str, cache_dir: Path,
     assert steps > 40
 
 
+def test_compositions_read_their_context_free_parts(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A composition is not stored itself; its context-free parts compile through the cache (a
+    sequence's against the byte-extended vocabulary)."""
+
+    def compositions() -> list[gm.Grammar]:
+        g = _grammars()
+        return [g["json"] & gm.Regex(r'[^"]*("[a-z]+"[^"]*)*'), gm.Regex("let ") + g["lark"],
+                g["gbnf"] | g["json"]]
+
+    made = [c.compile(_vocab()) for c in compositions()]
+    json_schema._RULES_CACHE.clear()
+    _no_building(monkeypatch)
+    read = [c.compile(_vocab()) for c in compositions()]
+    for a, b in zip(made, read):
+        assert sum(_walk_equal(a, b, seed) for seed in range(4)) > 12
+
+
 def test_a_json_schema_hit_warns_at_the_callers_line(cache_dir: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.warns(SchemaWarning, match="format") as first:
