@@ -1,11 +1,14 @@
 //! The CFG engine on an arbitrary small grammar (terminal automata, rules, greedy and ignore flags)
 //! and vocabulary: bad tables are refused with an error (never a panic), budgets end in an error,
 //! and along an arbitrary token stream a token is in the mask exactly when advancing by it leaves a
-//! live state (the mask's trie walk and `advance`'s byte stepping are separate code).
+//! live state (the mask's trie walk and `advance`'s byte stepping are separate code). Shortest
+//! completions (arbitrary symbol costs, some infinite) answer without a panic, name only symbols of
+//! the grammar, and cost what their symbols cost.
 #![no_main]
 
 use std::sync::Arc;
 
+use _engine::cfg::complete::INF;
 use _engine::cfg::earley::Grammar;
 use _engine::cfg::lexer::Lexer;
 use _engine::cfg::{CfgEngine, Limits};
@@ -101,8 +104,43 @@ fuzz_target!(|data: &[u8]| {
     let Ok(engine) = CfgEngine::new(Arc::clone(&vocab), lexer, grammar, limits) else {
         return;
     };
+    let cost: Vec<u64> = (0..n_terms + n_nts)
+        .map(|_| match inp.below(6) {
+            0 => INF,
+            c => c as u64 - 1,
+        })
+        .collect();
+    let (tcost, ncost) = cost.split_at(n_terms);
+    engine.set_completion_costs(tcost, ncost).unwrap();
+    let sym_cost = |s: i32| {
+        if s < 0 {
+            tcost[!s as usize]
+        } else {
+            ncost[s as usize]
+        }
+    };
     let mut state = engine.initial();
     for _ in 0..6 {
+        let confs = engine.configurations(&state).unwrap();
+        for (i, _) in confs.iter().enumerate() {
+            for t in std::iter::once(None).chain((0..n_terms as u32).map(Some)) {
+                let Ok(got) = engine.completion(&state, i, t) else {
+                    return; // a budget ran out advancing the set
+                };
+                if let Some((c, syms)) = got {
+                    assert!(c < INF);
+                    for &s in &syms {
+                        assert!(if s < 0 {
+                            (!s as usize) < n_terms
+                        } else {
+                            (s as usize) < n_nts
+                        });
+                    }
+                    let total: u64 = syms.iter().map(|&s| sym_cost(s)).sum();
+                    assert_eq!(total, c, "a completion costs what its symbols cost");
+                }
+            }
+        }
         let Ok(words) = engine.mask(&state) else {
             return; // a budget ran out: an error, as documented
         };
