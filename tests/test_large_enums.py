@@ -204,3 +204,15 @@ def test_a_large_enum_compiles_within_its_budget() -> None:
         m.advance(quote)
         assert len(m.mask()) > 1
     assert time.process_time() - cpu < 5.0
+
+
+def test_enum_dfas_are_kept_within_their_byte_bound() -> None:
+    # three enums of 20,000 words (tables of about 40 MB each) against the 64 MiB bound
+    from grammarmask.frontends.jsonschema.strings import _WORDS_DFAS, words_dfa
+
+    for seed in range(3):
+        rng = random.Random(seed)
+        ws = {"".join(rng.choices(string.ascii_lowercase, k=rng.randint(4, 12))) for _ in range(20_000)}
+        words_dfa(tuple(sorted(ws)))
+        assert len(_WORDS_DFAS) == 1 or _WORDS_DFAS.nbytes <= 64 << 20
+    assert _WORDS_DFAS.nbytes > 20 << 20  # the newest is kept

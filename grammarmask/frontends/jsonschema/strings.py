@@ -25,6 +25,7 @@ from ...automata import DFA, difference, regex_to_dfa
 from ...automata.ops import from_strings, repeat
 from ...automata.regex import _literal_set
 from ...automata.regex import parse as parse_regex
+from ...cache import Lru
 from ...errors import UnsupportedSchemaError
 from ...ir.builder import Pat
 
@@ -230,9 +231,17 @@ def words_terminal(words: Iterable[str]) -> tuple[Pat | None, list[str]]:
     return Pat(regex, partial(words_dfa, tuple(kept))), rest
 
 
-@lru_cache(maxsize=16)
+#: DFAs of recent enums (16, within 64 MiB of tables: a 100,000-word enum's is 200 MB, and the
+#: newest is kept even alone over the bound)
+_WORDS_DFAS: Lru[tuple[str, ...], DFA] = Lru(16, max_bytes=64 << 20)
+
+
 def words_dfa(words: tuple[str, ...]) -> DFA:
     """The DFA of ``words_terminal``'s regex: every spelling of every word, quoted, in a trie."""
+    return _WORDS_DFAS.get_or_make(words, lambda: _words_dfa(words), lambda d: int(d.transitions.nbytes))
+
+
+def _words_dfa(words: tuple[str, ...]) -> DFA:
 
     def spellings(w: str) -> list[bytes]:
         out = [b'"']
