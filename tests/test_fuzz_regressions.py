@@ -100,6 +100,17 @@ def test_integral_float_lengths_take_the_long_string_path(schema: dict[str, floa
         assert (all(m.try_advance(b + 1) for b in text) and m.is_accepting()) is ok, n
 
 
+# ---- Lark: a syntax error lark 1.3.1 cannot word (fuzz run 4: 43 TypeErrors) ----------------------------
+
+
+def test_a_syntax_error_whose_lark_report_fails_is_a_grammar_error_at_its_place() -> None:
+    text = 'start: "a"\nX: ["+"start: N\n'  # lark.Lark(text) raises TypeError (lark 1.3.1)
+    with pytest.raises(gm.GrammarError, match="Unexpected token") as e:
+        gm.Lark(text)
+    assert (e.value.line, e.value.column) == (2, 13)
+    assert run_one("lark", text.encode(), VOCAB) == "refused: GrammarError"
+
+
 # ---- numeric bounds of hundreds of digits (fuzz run 3: {"exclusiveMaximum": 9.7e76}, and 1e300) ---------
 
 
@@ -117,6 +128,7 @@ def test_a_bound_of_77_digits_compiles_exactly() -> None:
     import json
 
     import jsonschema
+
     from .support_budgets import accepts
 
     schema = {"exclusiveMaximum": 9.72378798197982e76}

@@ -181,6 +181,18 @@ def lark_to_cfg(text: str, *, start: str = "start", source_path: str | None = No
         raise lark_error(e, text) from None
     except re.error as e:
         raise GrammarError(f"lark: bad regular expression: {e}", text=text) from None
+    except TypeError as e:
+        # lark 1.3.1's UnexpectedInput.match_examples formats a debug message with %d of a
+        # ParserState while it words a syntax error, so that error becomes a TypeError: report the
+        # syntax error it was wording (match_examples' self)
+        cause, tb = None, e.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code.co_name == "match_examples":
+                cause = tb.tb_frame.f_locals.get("self")
+            tb = tb.tb_next
+        if not isinstance(cause, LarkError):
+            raise
+        raise lark_error(cause, text) from None
     except (OSError, UnicodeDecodeError, AssertionError) as e:  # an %import lark cannot find or read
         raise _import_error(e, text) from None
     finally:
