@@ -5,8 +5,9 @@ What is expensive is the context-free path. For a JSON Schema it is the grammar 
 compiler, in the constructor), the IR (``build_cfg``: every terminal's regex to a minimal byte DFA)
 and the Earley engine's tables (the lexer's combined transition table and reachability facts, the
 parser's prediction closures); for Lark and GBNF the IR is built in the constructor (lark's loader,
-the terminal DFAs). Regular grammars (``Regex``, ``Choice``) compile in tens of milliseconds (their
-token index walks the vocabulary's trie) and are not stored.
+the terminal DFAs). A ``Regex`` builds its DFA in the constructor: most of a second for a pattern
+with Unicode classes and counted repeats (6,000 states), so a large one (``regex-dfa`` below) is
+stored; the regular engines' token index (tens of milliseconds) and ``Choice`` are not.
 
 Entries, by what they hold:
 
@@ -18,6 +19,9 @@ Entries, by what they hold:
   tokens), by the text, the start rule, the limits and, for Lark, every grammar file an ``%import``
   could read (path, size, modification time). Lark grammars with a loader function among their
   ``import_paths`` are not stored.
+- ``regex-dfa``: a pattern's DFA of at least
+  :data:`grammarmask.frontends.regex.DISK_STATES` states, by the pattern, its flags, ``max_states``
+  and the limits.
 - ``compiled``: what :meth:`grammarmask.Grammar.compile` builds for one of those grammars, by its
   content key, the limits, the engine (and whether the native CFG engine is on), and the
   vocabulary's content hash (:attr:`~grammarmask.Vocabulary.fingerprint`). For the Python CFG engine

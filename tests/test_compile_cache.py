@@ -24,6 +24,7 @@ from grammarmask import compile_cache, disk_cache
 from grammarmask.cfg import compiled as cfg_compiled
 from grammarmask.errors import BudgetExceeded, GrammarError, UnsupportedSchemaError
 from grammarmask.frontends import gbnf, json_schema, lark
+from grammarmask.frontends import regex as regex_frontend
 from grammarmask.frontends.json_schema import SchemaWarning
 from grammarmask.ir import builder
 from grammarmask.testing import assert_accepts, assert_rejects
@@ -255,6 +256,26 @@ def test_off_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     for g in _grammars().values():
         g.compile(_vocab())
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_large_regex_dfa_is_read_back(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    big, small = r"[a-z]{1,300}(@[0-9]+)?", r"[a-z]+@[0-9]+"
+    made = gm.Regex(big).to_dfa()
+    assert made.n_states >= regex_frontend.DISK_STATES > gm.Regex(small).to_dfa().n_states
+    assert len(list(cache_dir.glob("regex-dfa-*"))) == 1  # the small one is not stored
+
+    def fail(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("built again")
+
+    monkeypatch.setattr(regex_frontend, "regex_to_dfa", fail)
+    read = gm.Regex(big).to_dfa()
+    assert np.array_equal(read.transitions, made.transitions) and read.start == made.start
+    assert np.array_equal(read.accepting, made.accepting)
+    with pytest.raises(AssertionError, match="built again"):
+        gm.Regex(big, max_states=5000)  # another budget: another key
+    monkeypatch.undo()
+    with pytest.raises(GrammarError, match="pattern"):
+        gm.Regex("[a-z]{1,300}(")
 
 
 def test_packed_dfas_are_exact(cache_dir: Path) -> None:

@@ -13,16 +13,37 @@ from collections.abc import Hashable
 import numpy as np
 import numpy.typing as npt
 
+from .. import disk_cache
 from ..automata import DEFAULT_MAX_STATES, DFA, regex_to_dfa
 from ..engine import compile_dfa
 from ..errors import GrammarError
 from ..grammar import CompiledGrammar, Grammar
+from ..limits import active
 from ..vocab import Vocabulary
 
 __all__ = ["Regex"]
 
 Words = npt.NDArray[np.uint32]
 _FLAG_MASK = re.IGNORECASE | re.MULTILINE | re.DOTALL | re.VERBOSE | re.ASCII | re.UNICODE
+
+
+#: a pattern's DFA of at least this many states goes into the on-disk cache (a 6,000-state DFA of a
+#: pattern with Unicode classes and counted repeats takes most of a second to build; small ones are
+#: built faster than an entry is read)
+DISK_STATES = 256
+
+
+def _dfa(pattern: str, flags: int, max_states: int) -> DFA:
+    """The pattern's minimal DFA: an earlier process's from the on-disk cache when it was large (errors
+    are never stored: a bad pattern is refused the same way every time)."""
+    key = (pattern, flags, max_states, active())
+    hit = disk_cache.load("regex-dfa", key, packed=True)
+    if isinstance(hit, DFA):
+        return hit
+    dfa = regex_to_dfa(pattern, flags, max_states=max_states)
+    if dfa.n_states >= DISK_STATES:
+        disk_cache.store("regex-dfa", key, dfa, packed=True)
+    return dfa
 
 
 class Regex(Grammar):
@@ -59,7 +80,7 @@ class Regex(Grammar):
         self.pattern = pattern
         self.flags = flags
         self.max_states = max_states
-        self._dfa = regex_to_dfa(pattern, self.flags, max_states=max_states)
+        self._dfa = _dfa(pattern, self.flags, max_states)
         if self._dfa.is_empty():
             raise GrammarError(f"the pattern {pattern!r} matches no string (its language is empty)")
 
