@@ -112,7 +112,7 @@ def lint_lark(text: str, *, start: str = "start", import_paths: Sequence[str] = 
     import lark
     from lark.exceptions import LarkError
 
-    from .frontends.lark import NO_START, check_nesting, find_use, lark_error
+    from .frontends.lark import NO_START, check_nesting, find_use, hidden_syntax_error, lark_error
 
     if not isinstance(text, str):
         raise GrammarError(f"Lark grammar text must be str, got {type(text).__name__}")
@@ -139,6 +139,11 @@ def lint_lark(text: str, *, start: str = "start", import_paths: Sequence[str] = 
                                    f"{kind} {name!r} is used but not defined"))
                 continue
             raise lark_error(e, text) from None
+        except TypeError as e:  # a syntax error lark fails to word (hidden_syntax_error)
+            cause = hidden_syntax_error(e)
+            if cause is None:
+                raise
+            raise lark_error(cause, text) from None
 
     def add(name: str, severity: str, code: str, message: str) -> None:
         if name not in stubs:

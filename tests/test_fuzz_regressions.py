@@ -109,6 +109,10 @@ def test_a_syntax_error_whose_lark_report_fails_is_a_grammar_error_at_its_place(
         gm.Lark(text)
     assert (e.value.line, e.value.column) == (2, 13)
     assert run_one("lark", text.encode(), VOCAB) == "refused: GrammarError"
+    from grammarmask.lint import lint_lark
+
+    with pytest.raises(gm.GrammarError, match="Unexpected token"):
+        lint_lark(text)
 
 
 # ---- numeric bounds of hundreds of digits (fuzz run 3: {"exclusiveMaximum": 9.7e76}, and 1e300) ---------

@@ -155,6 +155,22 @@ def check_nesting(text: str) -> None:
         i += 1
 
 
+def hidden_syntax_error(e: TypeError) -> Any:
+    """The syntax error lark was wording when it raised ``e``, or None.
+
+    lark 1.3.1's ``UnexpectedInput.match_examples`` formats a debug message with ``%d`` of a
+    ParserState while it words some syntax errors, so the error becomes a TypeError; the error it
+    was wording is that method's ``self``."""
+    from lark.exceptions import LarkError
+
+    cause, tb = None, e.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_name == "match_examples":
+            cause = tb.tb_frame.f_locals.get("self")
+        tb = tb.tb_next
+    return cause if isinstance(cause, LarkError) else None
+
+
 def lark_to_cfg(text: str, *, start: str = "start", source_path: str | None = None,
                 import_paths: Sequence[str] = (), specials: Mapping[str, str] | None = None) -> Any:
     """Load ``text`` with lark and translate it to a validated :class:`~grammarmask.cfg.Cfg`;
@@ -182,15 +198,8 @@ def lark_to_cfg(text: str, *, start: str = "start", source_path: str | None = No
     except re.error as e:
         raise GrammarError(f"lark: bad regular expression: {e}", text=text) from None
     except TypeError as e:
-        # lark 1.3.1's UnexpectedInput.match_examples formats a debug message with %d of a
-        # ParserState while it words a syntax error, so that error becomes a TypeError: report the
-        # syntax error it was wording (match_examples' self)
-        cause, tb = None, e.__traceback__
-        while tb is not None:
-            if tb.tb_frame.f_code.co_name == "match_examples":
-                cause = tb.tb_frame.f_locals.get("self")
-            tb = tb.tb_next
-        if not isinstance(cause, LarkError):
+        cause = hidden_syntax_error(e)
+        if cause is None:
             raise
         raise lark_error(cause, text) from None
     except (OSError, UnicodeDecodeError, AssertionError) as e:  # an %import lark cannot find or read
