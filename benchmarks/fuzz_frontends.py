@@ -174,7 +174,7 @@ def _lark_reference(text: str) -> Any:
 
 
 def _gbnf_as_lark(text: str) -> str | None:
-    """The GBNF rules (as grammarmask parsed them) in lark, one terminal per character; None when
+    """The GBNF rules (as grammarmask parsed them) in lark, one terminal per literal; None when
     a rule holds what lark cannot say small (a special token, a repeat over 40)."""
     from grammarmask.frontends.gbnf import parse_gbnf
     from grammarmask.ir.builder import Alt, Lit, Pat, Ref, Rep, Seq
@@ -185,9 +185,6 @@ def _gbnf_as_lark(text: str) -> str | None:
     def one(c: str) -> str:  # lark unescapes \\U... itself, so printable ASCII is escaped for re instead
         return re.escape(c).replace("/", "\\/") if " " <= c <= "~" else f"\\U{ord(c):08x}"
 
-    def char(c: str) -> str:
-        return f"/{one(c)}/"
-
     aux: list[str] = []
 
     def rule(body: str) -> str:  # a group of its own: lark multiplies out groups inside a rule
@@ -195,8 +192,9 @@ def _gbnf_as_lark(text: str) -> str | None:
         return f"g{len(aux) - 1}"
 
     def expr(e: Any) -> str:  # the IR is shallow (grammar_nesting), so recursion is bounded
-        if isinstance(e, Lit):
-            return " ".join(char(c) for c in e.text) if e.text else "empty"
+        if isinstance(e, Lit):  # one terminal of fixed text: a terminal per character made lark's
+            # grammar analysis quadratic in a long literal (30 s for 300 characters)
+            return "/" + "".join(one(c) for c in e.text) + "/" if e.text else "empty"
         if isinstance(e, Pat):
             if e.opaque:
                 raise ValueError("special token")
