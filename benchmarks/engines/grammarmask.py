@@ -16,6 +16,7 @@ import grammarmask.frontends.json_schema  # noqa: F401
 import grammarmask.frontends.jsonschema.intersect  # noqa: F401
 import grammarmask.frontends.lark  # noqa: F401
 import grammarmask.frontends.regex  # noqa: F401
+import grammarmask.native.cfg  # noqa: F401 (the default CFG engine)
 from grammarmask import native
 from grammarmask.cli._common import CliError, _backend
 
