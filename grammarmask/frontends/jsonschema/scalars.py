@@ -189,7 +189,9 @@ class ScalarBuilder:
                 self.c.unsupported("not", ptr, "excluding string values from a constrained string")
             else:
                 return key_not_in_terminal(excluded)
-        if quoted_plain_dfa(f'"{body}"') is not None:  # a plain string: its DFA built directly
+        if "{" in body[len(ANY_CHAR):] and quoted_plain_dfa(f'"{body}"') is not None:
+            # a string of counted characters: its DFA built directly (an unbounded one stays a
+            # plain Pat, the same terminal as the strings of untyped values)
             return Pat(f'"{body}"', functools.partial(quoted_plain_dfa, f'"{body}"'))
         return Pat(f'"{body}"')
 
