@@ -344,7 +344,17 @@ def markdown(res: dict[str, Any]) -> str:
                 else "| | | |"
             )
         )
-    for name in ("grammarmask", "llguidance"):
+    extra = [k for k, v in res.items() if isinstance(v, list) and k not in ("grammarmask", "llguidance")]
+    for name in extra:  # added with --replot --add: RSS only
+        rows = [r for r in res[name] if "n" in r]
+        out += ["", f"{name}:", "", "| schemas | RSS MB | peak MB | s | compiled cached | over bound |"]
+        out.append("|---|---|---|---|---|---|")
+        out += [
+            f"| {r['n']} | {r['rss'][0]:.0f} | {r['rss'][1]:.0f} | {r['t']:.0f} | "
+            f"{r.get('compiled_cached', '')} | {r.get('over_bound', '')} |"
+            for r in rows
+        ]
+    for name in ("grammarmask", "llguidance", *extra):
         fin = [r for r in res[name] if "final" in r]
         if fin:
             f = fin[0]
@@ -362,8 +372,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 res = json.load(open(sys.argv[1]))
 fig, ax = plt.subplots(figsize=(7, 4))
-for name in ("grammarmask", "llguidance"):
-    rows = [r for r in res[name] if "n" in r]
+for name, rows in res.items():
+    rows = [r for r in rows if "n" in r] if isinstance(rows, list) else []
     if rows:
         ax.plot([r["n"] for r in rows], [r["rss"][0] for r in rows], label=name + " RSS")
 ax.set_xlabel("distinct schemas compiled (20 steps each)")
@@ -393,7 +403,25 @@ def main() -> None:
     ap.add_argument("--worker", choices=["grammarmask", "llguidance"])
     ap.add_argument("--schemas", type=Path)
     ap.add_argument("--vocab-file", type=Path)
+    ap.add_argument(
+        "--replot",
+        action="store_true",
+        help="write the .md and .png again from the .json (after --add); run nothing",
+    )
+    ap.add_argument(
+        "--add",
+        nargs=2,
+        action="append",
+        metavar=("NAME", "LOG"),
+        help="with --replot: add a worker's JSON lines (another engine or limits) as curve NAME",
+    )
     a = ap.parse_args()
+    if a.replot:
+        res = json.loads(a.out.with_suffix(".json").read_text())
+        for name, log in a.add or []:
+            res[name] = [json.loads(x) for x in Path(log).read_text().splitlines() if x.startswith('{"')]
+        write_results(res, a.out, a.plot_python)
+        return
     seconds = a.minutes * 60 if a.minutes else float("inf")
     if a.worker == "grammarmask":
         worker_grammarmask(a.schemas, a.count, seconds, a.every)
@@ -454,11 +482,16 @@ def main() -> None:
         f"{load1[0]:.1f}/{load1[1]:.1f}/{load1[2]:.1f} at the end, on 2 cores shared with other "
         f"jobs; both engines run under nice -n 19, {how}."
     )
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.with_suffix(".json").write_text(json.dumps(res, indent=1) + "\n")
-    a.out.with_suffix(".md").write_text(markdown(res))
+    write_results(res, a.out, a.plot_python)
+
+
+def write_results(res: dict[str, Any], out: Path, plot_python: str) -> None:
+    """``out``.json, .md and (with matplotlib in ``plot_python``) .png."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(res, indent=1) + "\n")
+    out.with_suffix(".md").write_text(markdown(res))
     plot = subprocess.run(
-        [a.plot_python, "-c", PLOT, str(a.out.with_suffix(".json")), str(a.out.with_suffix(".png"))],
+        [plot_python, "-c", PLOT, str(out.with_suffix(".json")), str(out.with_suffix(".png"))],
         capture_output=True,
         text=True,
     )
