@@ -40,16 +40,20 @@ from sglang.srt.constrained.base_grammar_backend import (
     GrammarStats,
     InvalidGrammarObject,
 )
+from sglang.srt.sampling.custom_logit_processor import CustomLogitProcessor
 
 from ..errors import GrammarError, GrammarMaskError, TokenRejected
 from ..grammar import CompiledGrammar, Grammar
 from ..vocab import Vocabulary
+from ._budget import RowBudget
 from ._serving import CompileClock, StopTokens, budget_hint, limits_from_env, looks_like_gbnf, pad_vocabulary
 from ._serving import timeout_from_env as _timeout_from_env
 
 __all__ = [
     "ANY_JSON",
     "BACKEND_NAME",
+    "BUDGET_WINDOW_PARAM",
+    "BudgetLogitProcessor",
     "COMPILE_TIMEOUT_ENV",
     "LIMITS_ENV",
     "GrammarmaskBackend",
@@ -65,6 +69,9 @@ BACKEND_NAME = "grammarmask"
 LIMITS_ENV = "GRAMMARMASK_SGLANG_LIMITS"
 #: wall-clock seconds one request's compile may take before that request fails (default 60; 0: none)
 COMPILE_TIMEOUT_ENV = "GRAMMARMASK_SGLANG_COMPILE_TIMEOUT_S"
+#: ``custom_params`` key: for context-free grammars, how many tokens before the budget binds
+#: :class:`BudgetLogitProcessor` starts to narrow (default 32)
+BUDGET_WINDOW_PARAM = "grammarmask_budget_window"
 #: SGLang's key for "any JSON" (``response_format={"type": "json_object"}``)
 ANY_JSON = "$$ANY$$"
 
@@ -217,6 +224,7 @@ class GrammarmaskGrammar(BaseGrammarObject):  # type: ignore[misc,unused-ignore]
         self.grammar_stats = grammar_stats
         self.matcher = matcher if matcher is not None else compiled.matcher()
         self.error: GrammarMaskError | None = None
+        self.budget: RowBudget | None = None  # BudgetLogitProcessor's, made on its first call
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -457,3 +465,71 @@ class GrammarmaskBackend(BaseGrammarBackend):  # type: ignore[misc,unused-ignore
     def reset(self) -> None:
         """Forget the compiled grammars (SGLang's ``flush_cache``)."""
         super().reset()
+
+
+# --- budget-aware generation ---------------------------------------------------------------------------
+
+
+class BudgetLogitProcessor(CustomLogitProcessor):  # type: ignore[misc,unused-ignore]
+    """SGLang custom logit processor: budget-aware masks for requests masked by grammarmask.
+
+    SGLang's grammar objects never see a request's ``max_new_tokens``; its custom logit processors do
+    (``custom_params["__req__"]``, the request). Near the budget this processor narrows each row to
+    the tokens after which a known completion still fits in the tokens left, the stop token included
+    (the rule of :mod:`grammarmask.integrations._budget`, shared with the Hugging Face and vLLM
+    integrations: the 64 best-scoring such tokens and the shortest completion's next one); far from
+    the budget, and for rows not masked by grammarmask, the logits are returned unchanged.
+
+    Use: start SGLang with ``--enable-custom-logit-processor`` and send
+    ``custom_logit_processor=BudgetLogitProcessor.to_str()`` with ``custom_params`` (a dict, even
+    empty: SGLang hands the processor the request only then). ``custom_params["grammarmask_budget_window"]``
+    sets the window of context-free grammars (tokens, default 32; regular grammars use the exact one).
+    """
+
+    def __call__(self, logits: Any, custom_param_list: list[dict[str, Any]] | None = None) -> Any:
+        for i, params in enumerate(custom_param_list or ()):
+            req = params.get("__req__") if isinstance(params, dict) else None
+            if req is None:
+                continue
+            narrow_row(req, logits, i, window=params.get(BUDGET_WINDOW_PARAM, 32))
+        return logits
+
+
+def narrow_row(req: Any, logits: Any, i: int, *, window: Any = 32) -> bool:
+    """Narrow row ``i`` of ``logits`` (-inf outside) for SGLang request ``req`` (its ``grammar``,
+    ``sampling_params.max_new_tokens`` and ``output_ids``). Returns whether it narrowed.
+
+    Never raises for a request (it runs in SGLang's sampler): a bad ``window`` or a grammar error is
+    logged and the row left as it is.
+    """
+    grammar = getattr(req, "grammar", None)
+    grammar = getattr(grammar, "grammar", grammar)  # SGLang's reasoning wrapper holds ours
+    if not isinstance(grammar, GrammarmaskGrammar):
+        return False
+    max_tokens = getattr(req.sampling_params, "max_new_tokens", None)
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+        return False
+    with grammar._lock:
+        if grammar.error is not None or grammar.matcher.is_finished():
+            return False
+        budget = grammar.budget
+        try:
+            if budget is None or budget.max_tokens != max_tokens:
+                budget = grammar.budget = RowBudget(grammar.compiled, max_tokens, window=window)
+        except GrammarError as e:
+            logger.warning("grammarmask: no budget-aware masks for this request: %s", e)
+            return False
+        row = logits[i]
+        words = np.zeros((1, grammar.compiled.vocab.n_words), np.uint32)
+        grammar.stops.fill(grammar.matcher, words, 0)
+        try:
+            if not budget.restrict(grammar.matcher, words, 0, len(req.output_ids), scores=row,
+                                   stop_words=grammar.stops.words):
+                return False
+        except GrammarMaskError as e:  # the mask-filling path reports it and fails the request
+            logger.warning("grammarmask: no budget-aware mask for this row: %s", e)
+            return False
+    import torch
+
+    _apply(logits[i:i + 1], torch.from_numpy(words.view(np.int32)))
+    return True
