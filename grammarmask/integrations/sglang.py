@@ -29,6 +29,7 @@ limit fail the one request with SGLang's ``Failed to compile <kind> grammar: ...
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import threading
 from typing import Any
@@ -58,7 +59,11 @@ __all__ = [
     "LIMITS_ENV",
     "GrammarmaskBackend",
     "GrammarmaskGrammar",
+    "HEAL_PREFIX",
+    "HealedRequest",
     "grammar_for",
+    "heal_request",
+    "heal_spec",
     "register",
     "registered",
 ]
@@ -72,6 +77,9 @@ COMPILE_TIMEOUT_ENV = "GRAMMARMASK_SGLANG_COMPILE_TIMEOUT_S"
 #: ``custom_params`` key: for context-free grammars, how many tokens before the budget binds
 #: :class:`BudgetLogitProcessor` starts to narrow (default 32)
 BUDGET_WINDOW_PARAM = "grammarmask_budget_window"
+#: what :func:`heal_spec` puts before a grammar spec, then the healed bytes as hex, ``)`` and a newline:
+#: text no grammar language accepts, so a server not running grammarmask refuses the request
+HEAL_PREFIX = "(?grammarmask-heal:"
 #: SGLang's key for "any JSON" (``response_format={"type": "json_object"}``)
 ANY_JSON = "$$ANY$$"
 
@@ -132,6 +140,7 @@ def _create_backend(server_args: Any, tokenizer: Any, vocab_size: int,
 def grammar_for(key_type: str, key_string: str) -> Grammar:
     """The grammarmask grammar of one SGLang grammar key (checked, not yet compiled).
 
+    A spec marked by :func:`heal_spec` gives ``gm.healed(grammar, removed)``.
     ``json``: a JSON Schema, or any JSON value for ``$$ANY$$``; ``regex``: a full-match pattern;
     ``ebnf`` (and ``full_assistant_ebnf``): GBNF when a line defines a rule with ``::=`` (SGLang's
     dialect, XGrammar's EBNF), else Lark; ``structural_tag``: XGrammar's or SGLang's structural-tag
@@ -144,6 +153,13 @@ def grammar_for(key_type: str, key_string: str) -> Grammar:
     """
     from .. import Gbnf, JsonSchema, Lark, Regex, StructuralTag
 
+    removed, key_string = split_heal(key_string)
+    if removed:
+        from ..healing import healed
+
+        out = healed(grammar_for(key_type, key_string), removed)
+        assert isinstance(out, Grammar)
+        return out
     if key_type == "json":
         return JsonSchema({}) if key_string == ANY_JSON else JsonSchema(key_string)
     if key_type == "regex":
@@ -153,6 +169,34 @@ def grammar_for(key_type: str, key_string: str) -> Grammar:
     if key_type == "structural_tag":
         return StructuralTag.from_json(key_string)
     raise GrammarError(f"unknown SGLang grammar key type {key_type!r}")
+
+
+def heal_spec(spec: str, removed: bytes) -> str:
+    """``spec`` (a grammar key's text) marked so that grammarmask compiles ``gm.healed(grammar,
+    removed)``: ``(?grammarmask-heal:<hex>)`` and a newline before it; ``spec`` itself when nothing
+    was removed."""
+    return f"{HEAL_PREFIX}{removed.hex()})\n{spec}" if removed else spec
+
+
+def split_heal(key_string: str) -> tuple[bytes, str]:
+    """The healed bytes and the spec of a key string marked by :func:`heal_spec` (``b""`` and the
+    string itself when unmarked).
+
+    Raises
+    ------
+    GrammarError
+        The mark is malformed (no ``)`` and newline, or not hex).
+    """
+    if not key_string.startswith(HEAL_PREFIX):
+        return b"", key_string
+    end = key_string.find(")\n", len(HEAL_PREFIX))
+    try:
+        if end < 0:
+            raise ValueError("unterminated")
+        return bytes.fromhex(key_string[len(HEAL_PREFIX):end]), key_string[end + 2:]
+    except ValueError:
+        raise GrammarError(f"a grammarmask healing mark must be {HEAL_PREFIX}<hex>) and a newline, "
+                           f"got {key_string[:60]!r}") from None
 
 
 def vocabulary_for(tokenizer: Any, vocab_size: int) -> Vocabulary:
@@ -533,3 +577,73 @@ def narrow_row(req: Any, logits: Any, i: int, *, window: Any = 32) -> bool:
 
     _apply(logits[i:i + 1], torch.from_numpy(words.view(np.int32)))
     return True
+
+
+# --- token healing -------------------------------------------------------------------------------------
+
+#: the sampling-parameter keys of SGLang's constraints, one of which a healed request must carry
+_CONSTRAINTS = ("json_schema", "regex", "ebnf", "structural_tag")
+_VOCABS: dict[int, tuple[Any, Vocabulary]] = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class HealedRequest:
+    """A request backed off to a token boundary (:func:`heal_request`): give SGLang ``input_ids`` and
+    ``sampling_params``; the output text starts with ``removed`` (the bytes the prompt gave up,
+    written back by the model), which :meth:`strip` drops."""
+
+    input_ids: list[int]
+    sampling_params: dict[str, Any]
+    removed: bytes
+
+    def strip(self, text: str) -> str:
+        """``text`` (an output's text) without the healed bytes it starts with: the text after the
+        prompt as it was given. Raises GrammarError when ``text`` does not start with them."""
+        data = text.encode("utf-8", "surrogatepass")
+        if not data.startswith(self.removed):
+            raise GrammarError(
+                f"the output {text[:40]!r} does not start with the healed bytes {self.removed!r}")
+        return data[len(self.removed):].decode("utf-8", "replace")
+
+
+def heal_request(tokenizer: Any, prompt: str | list[int], sampling_params: dict[str, Any], *,
+                 heal_tokens: int = 4, vocab: Vocabulary | None = None) -> HealedRequest:
+    """Token healing for an SGLang request (``Engine.generate`` or ``/generate``): ``prompt`` (text,
+    tokenized with ``tokenizer.encode``, or token ids) loses its longest run of final tokens (at
+    most ``heal_tokens``) that a longer token starts with (:func:`grammarmask.heal_prompt`), and a
+    copy of ``sampling_params`` has its constraint marked (:func:`heal_spec`) so that the
+    grammarmask backend compiles ``gm.healed(grammar, removed)``.
+
+    ``sampling_params`` must carry one of ``json_schema``, ``regex``, ``ebnf``, ``structural_tag``:
+    the healed bytes are enforced through it. ``tokenizer``: the Hugging Face tokenizer the server
+    runs; ``vocab``: its grammarmask vocabulary, if you have it (with token ids, ``tokenizer`` may then
+    be None).
+
+    Raises
+    ------
+    GrammarError
+        No constraint (or more than one), the prompt holds ids outside the vocabulary, or neither a
+        tokenizer nor (for token ids) a vocabulary is given.
+    """
+    from ..healing import heal_prompt
+
+    keys = [k for k in _CONSTRAINTS if sampling_params.get(k) is not None]
+    if len(keys) != 1:
+        raise GrammarError("heal_request: the sampling parameters need exactly one constraint "
+                           f"({', '.join(_CONSTRAINTS)}), got {keys or 'none'}; healing is enforced "
+                           "through its grammar")
+    if tokenizer is None and (vocab is None or isinstance(prompt, str)):
+        raise GrammarError("heal_request: give the tokenizer (or, for a prompt of token ids, vocab=)")
+    if vocab is None:
+        hit = _VOCABS.get(id(tokenizer))
+        if hit is None or hit[0] is not tokenizer:
+            hit = _VOCABS[id(tokenizer)] = (tokenizer, Vocabulary.from_hf(tokenizer))
+        vocab = hit[1]
+    ids = list(tokenizer.encode(prompt)) if isinstance(prompt, str) else [int(t) for t in prompt]
+    h = heal_prompt(vocab, ids, max_tokens=heal_tokens)
+    params = dict(sampling_params)
+    spec = params[keys[0]]
+    if not isinstance(spec, str):
+        spec = json.dumps(spec)
+    params[keys[0]] = heal_spec(split_heal(spec)[1], h.removed)
+    return HealedRequest(list(h.token_ids), params, h.removed)
