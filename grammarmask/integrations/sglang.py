@@ -24,6 +24,10 @@ EOS ids (``eos_token_ids`` from the model's config, else the tokenizer's EOS) ar
 the output is complete and terminate it; masks are SGLang's int32 bitmask over the model's padded
 vocabulary (ids past the tokenizer's are never legal). Compile errors, budgets and the compile time
 limit fail the one request with SGLang's ``Failed to compile <kind> grammar: ...``.
+
+Budget-aware generation (:class:`BudgetLogitProcessor`, an SGLang custom logit processor: grammar
+backends never see ``max_new_tokens``) and token healing (:func:`heal_request`, which marks the
+constraint with :data:`HEAL_PREFIX`) are opt-in per request; see docs/howto_sglang.md.
 """
 
 from __future__ import annotations
@@ -528,12 +532,18 @@ class BudgetLogitProcessor(CustomLogitProcessor):  # type: ignore[misc,unused-ig
     ``custom_logit_processor=BudgetLogitProcessor.to_str()`` with ``custom_params`` (a dict, even
     empty: SGLang hands the processor the request only then). ``custom_params["grammarmask_budget_window"]``
     sets the window of context-free grammars (tokens, default 32; regular grammars use the exact one).
+    Rows of speculative decoding (one request's parameters repeated for its draft tokens) are left
+    as they are: the grammar's state is the request's before the drafts.
     """
 
     def __call__(self, logits: Any, custom_param_list: list[dict[str, Any]] | None = None) -> Any:
-        for i, params in enumerate(custom_param_list or ()):
+        params_list = list(custom_param_list or ())
+        seen: dict[int, int] = {}
+        for params in params_list:
+            seen[id(params)] = seen.get(id(params), 0) + 1
+        for i, params in enumerate(params_list):
             req = params.get("__req__") if isinstance(params, dict) else None
-            if req is None:
+            if req is None or seen[id(params)] > 1:  # speculative rows: one state for several drafts
                 continue
             narrow_row(req, logits, i, window=params.get(BUDGET_WINDOW_PARAM, 32))
         return logits

@@ -146,3 +146,16 @@ def test_rows_of_other_backends_and_bad_params_are_left_alone(server: Server) ->
     out = gs.BudgetLogitProcessor()(logits, params)
     assert torch.equal(out, before)
     assert np.isfinite(out.numpy()).all()
+
+
+def test_speculative_rows_are_left_alone(server: Server) -> None:
+    """SGLang repeats a request's parameters for each draft token: those rows are not narrowed."""
+    import torch
+
+    g = server.grammar("json", json.dumps(OBJ))
+    req = make_req(g, 2)
+    params = req.sampling_params.custom_params
+    logits = torch.randn(3, MODEL_VOCAB)
+    before = logits.clone()
+    assert torch.equal(gs.BudgetLogitProcessor()(logits, [params] * 3), before)
+    assert not torch.equal(gs.BudgetLogitProcessor()(logits[:1].clone(), [params]), before[:1])
