@@ -394,7 +394,8 @@ def distances_to_accept(
     state 0) to an accepting state (:data:`UNREACHABLE`: none), by a breadth-first search backwards
     over the edges (byte classes first, so the edge list stays small)."""
     n = table.shape[0]
-    _, first = np.unique(table, axis=1, return_index=True)
+    classes, k = column_classes(table)  # no sorted or 64-bit copy of the whole table
+    first = np.unique(classes, return_index=True)[1]
     t = table[:, np.sort(first)].astype(np.int64)
     src = np.repeat(np.arange(n), t.shape[1])
     dst = t.ravel()
