@@ -41,13 +41,13 @@ RESULTS = HERE / "results"
 PERSON = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
           "required": ["name", "age"], "additionalProperties": False}
 FRUITS = 'start: item (", " item)*\nitem: "apple" | "banana" | "cherry" | "grape"\n'
-FRUITS_3 = ('start: item | item ", " item | item ", " item ", " item\n'
-            'item: "apple" | "banana" | "cherry" | "grape"\n')
+# at most two items: 20 strings, 11,023 token paths (three items passed a 5,000-path budget)
+FRUITS_2 = 'start: item | item ", " item\nitem: "apple" | "banana" | "cherry" | "grape"\n'
 
 TASKS: list[dict[str, Any]] = [
     {"name": "count", "kind": "regex", "grammar": "[0-9]+", "bounded": "[0-9]{1,3}", "max_tokens": 8,
      "prompt": "How many legs does a spider have? Answer with a number."},
-    {"name": "fruits", "kind": "lark", "grammar": FRUITS, "bounded": FRUITS_3, "max_tokens": 24,
+    {"name": "fruits", "kind": "lark", "grammar": FRUITS, "bounded": FRUITS_2, "max_tokens": 24,
      "prompt": "Name some fruits, separated by commas."},
     {"name": "city", "kind": "regex", "grammar": "[A-Z][a-z]*", "bounded": None, "max_tokens": 8,
      "prompt": "What is the capital of Australia? Answer with the city."},
@@ -325,13 +325,15 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1: far faster than 2 on a "
                     "busy 2-core machine)")
     ap.add_argument("--batch", type=int, default=128)
-    ap.add_argument("--max-paths", type=int, default=5000)
+    ap.add_argument("--max-paths", type=int, default=20000)
     ap.add_argument("--particles", nargs="*", type=int, default=sorted(RUNS))
     ap.add_argument("--runs", type=json.loads, default={}, help='JSON {"N": runs} overriding the defaults')
     ap.add_argument("--only", nargs="*", default=[])
     ap.add_argument("--plot-python", default=sys.executable, help="a Python with matplotlib")
     ap.add_argument("--out", type=Path, default=RESULTS / "fidelity_infinite")
     ap.add_argument("--replot", action="store_true", help="no model: summarise --out's JSON again")
+    ap.add_argument("--add", nargs="*", type=Path, default=[],
+                    help="result JSONs of this script run elsewhere (--out) whose tasks are merged in")
     ap.add_argument("--genlm-json", type=Path, default=RESULTS / "fidelity_infinite_genlm.json",
                     help="benchmarks/fidelity_infinite_genlm.py's results, tabled beside (when present)")
     a = ap.parse_args()
@@ -350,6 +352,11 @@ def main() -> None:
         run(a, res, save)
         res["load"] = ", ".join(f"{x:.2f}" for x in os.getloadavg())
         save()
+    for other in a.add:  # tasks run in another process (--out elsewhere): merged in, with its load
+        extra = json.loads(other.read_text())
+        names = {t["name"] for t in extra["tasks"]}
+        res["tasks"] = [t for t in res["tasks"] if t["name"] not in names] + extra["tasks"]
+        res["load"] = f"{res.get('load', 'not recorded')}; {', '.join(sorted(names))}: {extra['load']}"
     summarize(res)
     if a.genlm_json.exists():
         res["genlm"] = json.loads(a.genlm_json.read_text())
