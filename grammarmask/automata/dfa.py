@@ -154,7 +154,7 @@ def edge_classes(
     return _first_appearance(inverse)
 
 
-def column_classes(t: IntArray) -> tuple[npt.NDArray[np.int32], int]:
+def column_classes(t: npt.NDArray[np.integer]) -> tuple[npt.NDArray[np.int32], int]:
     """Group the 256 columns of ``t`` into classes of identical columns (first-appearance order)."""
     return _first_appearance(_column_ids(t))
 
@@ -163,7 +163,7 @@ _RNG = np.random.default_rng(0x5EED)
 _CHUNK_ROWS = 1 << 14  # rows of a table read at a time by _column_ids (2 MB of int32 at 256 columns)
 
 
-def _column_ids(t: IntArray) -> npt.NDArray[np.int64]:
+def _column_ids(t: npt.NDArray[np.integer]) -> npt.NDArray[np.int64]:
     """:func:`row_ids` of the columns of ``t``, read a block of rows at a time: no transposed or
     64-bit copy of the table (a 200,000-state DFA's is 400 MB). A random linear hash per column,
     then each column checked against its group's first; on a collision the exact slow path runs."""
