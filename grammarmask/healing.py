@@ -28,7 +28,7 @@ from .errors import GrammarError
 from .grammar import CompiledGrammar, Grammar
 from .vocab import Vocabulary
 
-__all__ = ["HealedPrompt", "heal_prompt", "healed"]
+__all__ = ["HealedPrompt", "heal_prompt", "healed", "strip_healed"]
 
 
 @dataclass(frozen=True)
@@ -124,3 +124,14 @@ def healed(grammar: Grammar | CompiledGrammar, removed: bytes) -> Grammar | Comp
     whole = _Prefix(removed) + inner
     out: CompiledGrammar = whole.compile(vocab.base or vocab, limits=limits, engine=engine)
     return out
+
+
+def strip_healed(text: str, removed: bytes) -> str:
+    """``text`` (a healed request's output) without the healed bytes ``removed`` it starts with: the
+    text after the prompt as it was given. Raises GrammarError when ``text`` does not start with them."""
+    from .errors import GrammarError
+
+    data = text.encode("utf-8", "surrogatepass")
+    if not data.startswith(removed):
+        raise GrammarError(f"the output {text[:40]!r} does not start with the healed bytes {removed!r}")
+    return data[len(removed):].decode("utf-8", "replace")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import GrammarError
-from ..healing import heal_prompt
+from ..healing import heal_prompt, strip_healed
 from ..vocab import Vocabulary
 
 __all__ = ["BUDGET_ARG", "BUDGET_ENV", "BUDGET_WINDOW_ENV", "HEAL_ARG", "HealedRequest", "RequestOptions",
@@ -101,11 +101,7 @@ class HealedRequest:
     def strip(self, text: str) -> str:
         """``text`` (an output's text) without the healed bytes it starts with: the text after the
         prompt as it was given. Raises GrammarError when ``text`` does not start with them."""
-        data = text.encode("utf-8", "surrogatepass")
-        if not data.startswith(self.removed):
-            raise GrammarError(
-                f"the output {text[:40]!r} does not start with the healed bytes {self.removed!r}")
-        return data[len(self.removed):].decode("utf-8", "replace")
+        return strip_healed(text, self.removed)
 
 
 _VOCABS: dict[int, tuple[Any, Vocabulary]] = {}

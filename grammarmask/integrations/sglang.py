@@ -609,11 +609,9 @@ class HealedRequest:
     def strip(self, text: str) -> str:
         """``text`` (an output's text) without the healed bytes it starts with: the text after the
         prompt as it was given. Raises GrammarError when ``text`` does not start with them."""
-        data = text.encode("utf-8", "surrogatepass")
-        if not data.startswith(self.removed):
-            raise GrammarError(
-                f"the output {text[:40]!r} does not start with the healed bytes {self.removed!r}")
-        return data[len(self.removed):].decode("utf-8", "replace")
+        from ..healing import strip_healed
+
+        return strip_healed(text, self.removed)
 
 
 def heal_request(tokenizer: Any, prompt: str | list[int], sampling_params: dict[str, Any], *,
