@@ -16,7 +16,15 @@ from .intersect import TooLarge, intersection_dfa, intersection_terminal
 from .keyset import KeySetTooLarge, key_regex
 from .multiples import decimal_multiple_regex
 from .numbers import NON_INTEGER, number_regex
-from .strings import ANY_CHAR, NOTHING, key_not_in_terminal, pattern_regex, plain_string, quoted_plain_dfa
+from .strings import (
+    ANY_CHAR,
+    NOTHING,
+    key_not_in_terminal,
+    pattern_regex,
+    plain_bounds,
+    plain_string,
+    quoted_plain_dfa,
+)
 
 if TYPE_CHECKING:
     from .compiler import Compiler
@@ -189,9 +197,10 @@ class ScalarBuilder:
                 self.c.unsupported("not", ptr, "excluding string values from a constrained string")
             else:
                 return key_not_in_terminal(excluded)
-        if "{" in body[len(ANY_CHAR):] and quoted_plain_dfa(f'"{body}"') is not None:
-            # a string of counted characters: its DFA built directly (an unbounded one stays a
-            # plain Pat, the same terminal as the strings of untyped values)
+        bounds = plain_bounds(f'"{body}"')
+        if bounds is not None and bounds != (0, None):
+            # a string of counted characters: its DFA built directly when the IR is built (an
+            # unbounded one stays a plain Pat, the same terminal as the strings of untyped values)
             return Pat(f'"{body}"', functools.partial(quoted_plain_dfa, f'"{body}"'))
         return Pat(f'"{body}"')
 

@@ -45,6 +45,7 @@ __all__ = [
     "key_not_in_terminal",
     "literal",
     "pattern_regex",
+    "plain_bounds",
     "plain_string",
     "quoted_plain_dfa",
 ]
@@ -536,17 +537,23 @@ def plain_string(min_len: int, max_len: int | None) -> str:
 _PLAIN = re.compile('"' + re.escape(ANY_CHAR) + r'(?:\*|\{(\d+),(\d*)\})"')
 
 
-def quoted_plain_dfa(regex: str, max_states: int = 10_000) -> DFA | None:
-    """The DFA of ``regex`` if it is a quoted :func:`plain_string` (``"`` + characters{lo,hi} + ``"``),
-    built straight from one character's DFA (automata.ops.repeat: a JSON character is prefix-free,
-    so no subset construction: ~20 ms instead of ~0.4 s for {0,256}); None for any other regex.
-    Past ``max_states`` states (the default is :func:`regex_to_dfa`'s) it raises GrammarError."""
+def plain_bounds(regex: str) -> tuple[int, int | None] | None:
+    """``(lo, hi)`` if ``regex`` is a quoted :func:`plain_string` (``"`` + characters{lo,hi} + ``"``;
+    ``hi`` None: no upper bound), else None. A regular-expression match: builds nothing."""
     m = _PLAIN.fullmatch(regex)
     if m is None:
         return None
     lo = int(m.group(1) or 0)
-    hi = None if m.group(1) is None or not m.group(2) else int(m.group(2))
-    return _quoted_plain(lo, hi, max_states)
+    return lo, None if m.group(1) is None or not m.group(2) else int(m.group(2))
+
+
+def quoted_plain_dfa(regex: str, max_states: int = 10_000) -> DFA | None:
+    """The DFA of ``regex`` if it is a quoted :func:`plain_string` (:func:`plain_bounds`), built
+    straight from one character's DFA (automata.ops.repeat: a JSON character is prefix-free, so no
+    subset construction: ~20 ms instead of ~0.4 s for {0,256}); None for any other regex. Past
+    ``max_states`` states (the default is :func:`regex_to_dfa`'s) it raises GrammarError."""
+    bounds = plain_bounds(regex)
+    return None if bounds is None else _quoted_plain(*bounds, max_states)
 
 
 @lru_cache(maxsize=256)
