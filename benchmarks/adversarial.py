@@ -41,18 +41,20 @@ SECONDS, MEGABYTES = 30.0, 1024
 
 
 def nested(kind: str, n: int) -> dict[str, Any]:
+    """A string schema wrapped ``n`` times in an object property, array items or an anyOf."""
     s: dict[str, Any] = {"type": "string"}
     for _ in range(n):
         if kind == "object":
-            s = {"type": "object", "properties": {"a": s}, "required": ["a"]}
+            s = {"type": "object", "properties": {"a": s}}
         elif kind == "array":
-            s = {"type": "array", "items": s, "minItems": 1}
+            s = {"type": "array", "items": s}
         else:
             s = {"anyOf": [s, {"type": "null"}]}
     return s
 
 
 def ref_chain(n: int) -> dict[str, Any]:
+    """``$defs/d0 -> d1 -> ... -> dn`` (a string), the root a ``$ref`` to d0: n + 1 hops."""
     defs: dict[str, Any] = {f"d{i}": {"$ref": f"#/$defs/d{i + 1}"} for i in range(n)}
     defs[f"d{n}"] = {"type": "string"}
     return {"$defs": defs, "$ref": "#/$defs/d0"}

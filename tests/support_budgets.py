@@ -1,36 +1,22 @@
-"""Helpers of the budget tests (tests/test_budgets_*.py): adversarial schemas and a byte-level
-acceptance check against the reference validator."""
+"""Helpers of the budget tests (tests/test_budgets_*.py): adversarial schemas (benchmarks/adversarial.py's)
+and a byte-level acceptance check against the reference validator."""
 
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import jsonschema
 
 from grammarmask.grammar import CompiledGrammar
 
+# the adversarial schemas are benchmarks/adversarial.py's (the same inputs, on tekken, one process each)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from adversarial import nested, ref_chain  # noqa: E402 - benchmarks/ is not a package
+
 __all__ = ["accepts", "agrees_with_jsonschema", "nested", "ref_chain"]
-
-
-def nested(kind: str, n: int) -> dict[str, Any]:
-    """A string schema wrapped ``n`` times in an object property, array items or an anyOf."""
-    s: dict[str, Any] = {"type": "string"}
-    for _ in range(n):
-        if kind == "object":
-            s = {"type": "object", "properties": {"a": s}}
-        elif kind == "array":
-            s = {"type": "array", "items": s}
-        else:
-            s = {"anyOf": [s, {"type": "null"}]}
-    return s
-
-
-def ref_chain(n: int) -> dict[str, Any]:
-    """``$defs/d0 -> d1 -> ... -> dn`` (a string), the root a ``$ref`` to d0: n + 1 hops."""
-    defs: dict[str, Any] = {f"d{i}": {"$ref": f"#/$defs/d{i + 1}"} for i in range(n)}
-    defs[f"d{n}"] = {"type": "string"}
-    return {"$defs": defs, "$ref": "#/$defs/d0"}
 
 
 def accepts(compiled: CompiledGrammar, text: str) -> bool:
