@@ -114,6 +114,7 @@ def store(kind: str, key: Hashable, value: Any, *, packed: bool = False) -> bool
 
 
 _SWEEP_EVERY = 16  # stores between two looks at the directory's size (the first store looks too)
+_DEFAULT_MAX_MB = 1024
 _stores = 0
 
 
@@ -133,13 +134,11 @@ def max_bytes() -> int | None:
     return None if mb == 0 else int(mb * (1 << 20))
 
 
-_DEFAULT_MAX_MB = 1024
-
 
 def _after_store(where: Path) -> None:
     global _stores
     _stores += 1
-    if _stores % _SWEEP_EVERY == 1 or _SWEEP_EVERY == 1:
+    if (_stores - 1) % _SWEEP_EVERY == 0:  # the first store, then every _SWEEP_EVERY-th
         sweep(where)
 
 
