@@ -29,6 +29,7 @@ from grammarmask.fidelity import (
     kl_divergence,
     total_variation,
 )
+from grammarmask.fidelity.smc import run_smc
 
 TOKENS = [b"a", b"b", b"ab", b"ba", b"aa", b"", b"c"]  # id 5 is EOS
 EOS = 5
@@ -157,6 +158,51 @@ def test_smc_converges_with_particles() -> None:
     assert kls[1] == pytest.approx(masked_kl, rel=0.25)  # one particle is the masked sampler
     assert kls[1] > kls[4] > kls[32]
     assert kls[32] < masked_kl / 10
+
+
+class Lister:
+    """Asked for at most two fruits, a model that wants to go on listing: after one item a comma is
+    e^6 times likelier than EOS; after two, EOS is e^-10 of the (forbidden) next comma. One item holds
+    99% of the conditional, while the masked sampler writes two items 99.8% of the time."""
+
+    vocab = gm.Vocabulary.from_tokens([b"apple", b", ", b"pear", b"", b"ap", b"ple", b"pe", b"ar"],
+                                      eos_token_id=3)
+
+    def __call__(self, ids: Sequence[int]) -> np.ndarray:
+        logits = np.zeros(8)
+        text = self.vocab.decode(ids)
+        if text.endswith((b"apple", b"pear")):
+            logits[1] = 9.0 if b"," in text else 6.0
+            logits[3] = -1.0 if b"," in text else 0.0
+        elif not text:
+            logits[[0, 4, 2, 6]] = [2.0, 1.0, 1.5, 0.5]
+        return logits
+
+
+def test_smc_harvests_eos_where_the_masked_proposal_rarely_ends() -> None:
+    m = Lister()
+    g = gm.Regex("(apple|pear)(, (apple|pear))?").compile(m.vocab)
+    d = exact_distributions(m, m.vocab, g)
+    one_item = d.exact[b"apple"] + d.exact[b"pear"]
+    masked_one = d.masked[b"apple"] + d.masked[b"pear"]
+    assert one_item > 0.99 and masked_one < 0.003
+    masked_kl = kl_divergence(d.masked, d.exact)
+    assert masked_kl > 5
+    rng = np.random.default_rng(0)
+    # the masked sampler is SMC with one particle that samples EOS like any other token
+    masked = [run_smc(m, g, [], n_particles=1, ess_threshold=0.5, max_tokens=8, temperature=1.0,
+                      batch_size=1, rng=rng, harvest_eos=False).tokens for _ in range(300)]
+    assert all(len(paths) == 1 for paths in masked)
+    assert sum(b", " not in m.vocab.decode(paths[0]) for paths in masked) <= 3  # about 1 in 400 ends early
+    # harvesting EOS: 16 particles already land near the conditional, and log Z near log P(L)
+    runs = [aligned_sample(m, m.vocab, g, n_particles=16, rng=rng) for _ in range(40)]
+    est: dict[bytes, float] = {}
+    for r in runs:
+        for y, w in r.distribution().items():
+            est[y] = est.get(y, 0.0) + w / len(runs)
+    assert kl_divergence(est, d.exact) < masked_kl / 1000
+    log_z = [r.log_z for r in runs]
+    assert abs(float(np.mean(log_z)) - d.log_mass) < 0.1 and float(np.std(log_z)) < 0.3
 
 
 def test_exact_method_and_replay() -> None:

@@ -5,8 +5,8 @@ grammar's language, ``p(y | y in L)``, instead of the masked sampler's ``prod_t 
   draw from the exact conditional. Exact; costs one model row per legal prefix.
 - ``method="smc"`` (any language): sequential Monte Carlo with the grammar as a potential
   (:mod:`grammarmask.fidelity.smc`). Consistent: the output distribution converges to the
-  conditional as ``n_particles`` grows (bias of order ``1 / n_particles``); with one particle it is
-  the masked sampler. Costs about ``n_particles`` times the model rows of one masked generation.
+  conditional as ``n_particles`` grows (bias of order ``1 / n_particles``). Costs at most
+  ``n_particles`` times the model rows of one masked generation (particles on one path share a row).
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ class AlignedResult:
     token_ids, text_bytes
         The drawn output (EOS not included): one particle drawn in proportion to its weight.
     particles
-        The weighted paths it was drawn from: SMC's final particles, or every path of the language
-        for ``method="exact"``.
+        The weighted paths it was drawn from: SMC's finished strings (each path once), or every path
+        of the language for ``method="exact"``.
     log_z
         ``log P(L)``, the model's log-probability of emitting a string of the language: exact for
         ``method="exact"``; for SMC the log of an unbiased estimate of ``P(L)``.
@@ -114,12 +114,13 @@ def aligned_sample(
     ``method="exact"``: enumerates the finite language (every tokenization; at most ``max_paths``
     paths of at most ``max_tokens`` tokens) and draws from the exact conditional.
     ``method="smc"``: ``n_particles`` particles extended by the masked proposal, weighted by the mass
-    the mask kept, resampled when the effective sample size falls below ``ess_threshold *
-    n_particles``; the output is drawn from the final particles by weight. Asymptotically exact
-    (consistent as ``n_particles`` grows), not exact for a finite number; ``n_particles=1`` is the
-    masked sampler. The target is then conditioned on finishing within ``max_tokens`` tokens
-    (particles still open at the limit get weight 0). Give ``rng`` (a Generator or an int seed) or
-    ``seed``.
+    the mask kept; wherever EOS is legal the finished string is recorded with its weight and the
+    particle goes on (EOS is harvested, not sampled); the unfinished particles are resampled when
+    their effective sample size falls below ``ess_threshold`` times their number; the output is
+    drawn from the finished strings by weight. Asymptotically exact (consistent as ``n_particles``
+    grows), not exact for a finite number (:mod:`grammarmask.fidelity.smc`). The target is then
+    conditioned on finishing within ``max_tokens`` tokens (particles still open at the limit are
+    dropped). Give ``rng`` (a Generator or an int seed) or ``seed``.
 
     Raises
     ------
