@@ -147,7 +147,8 @@ def _generate_aligned(args: argparse.Namespace, model: Any, vocab: Vocabulary, c
     print(result.text)
     finished = sum(1 for p in result.particles if p.log_weight > float("-inf"))
     print(
-        f"aligned SMC: {args.particles} particles ({finished} finished), {result.n_resamples} resamplings, "
+        f"aligned SMC: {args.particles} particles, {finished} distinct finished strings, "
+        f"{result.n_resamples} resamplings, "
         f"{result.model_rows} model rows in {time.perf_counter() - t0:.1f} s; "
         f"log P(L) estimate {result.log_z:.4f}",
         file=sys.stderr,
