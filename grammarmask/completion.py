@@ -112,10 +112,13 @@ def _is_dfa_grammar(compiled: CompiledGrammar) -> bool:
 
 
 class _Paths:
-    """Shortest paths to acceptance in one transition table (dead state 0)."""
+    """Shortest paths to acceptance in one transition table (dead state 0), read by byte class when
+    ``byte_class`` maps each byte to a column (else one column per byte)."""
 
-    def __init__(self, table: npt.NDArray[Any], accepting: npt.NDArray[np.bool_]) -> None:
+    def __init__(self, table: npt.NDArray[Any], accepting: npt.NDArray[np.bool_],
+                 byte_class: npt.NDArray[np.intp] | None = None) -> None:
         self.table = table
+        self.byte_class = np.arange(256) if byte_class is None else byte_class
         self.accepting = accepting.tolist()
         dist = distances_to_accept(table, accepting)
         self.dist: list[int] = dist.tolist()
@@ -126,7 +129,7 @@ class _Paths:
         """``(byte, next state)`` one step closer to acceptance (the preferred byte among ties)."""
         hit = self._next.get(s)
         if hit is None:
-            row = self.table[s].astype(np.int64)
+            row = self.table[s, self.byte_class].astype(np.int64)
             d = self._dist[row]
             ok = (row != 0) & (d == self.dist[s] - 1)
             b = int(np.argmin(np.where(ok, _RANK, 1 << 30)))
@@ -146,7 +149,7 @@ class _Paths:
 
     def nonempty(self, s: int) -> tuple[int, bytes] | None:
         """The shortest non-empty word from ``s`` to acceptance, and the state it ends in."""
-        row = self.table[s].astype(np.int64)
+        row = self.table[s, self.byte_class].astype(np.int64)
         d = self._dist[row]
         d = np.where(row != 0, d, _INF)
         best = int(d.min())
@@ -168,12 +171,15 @@ class _CfgSolver:
     acceptance after a configuration's set, or after it closes a terminal)."""
 
     def __init__(self, compiled: Any, table: npt.NDArray[Any], accepting: npt.NDArray[np.bool_],
-                 start: list[int], term_of: list[int], is_ignore: list[bool]) -> None:
+                 start: list[int], term_of: list[int], is_ignore: list[bool],
+                 byte_class: npt.NDArray[np.intp] | None = None) -> None:
         self.c = compiled
         cfg = compiled.cfg
-        #: the combined lexer table: global DFA states, 0 dead, each other state of one terminal
+        #: the combined lexer table: global DFA states, 0 dead, each other state of one terminal;
+        #: its column for byte b is byte_class[b]
         self.rows, self.start, self.term_of, self.is_ignore = table, start, term_of, is_ignore
-        self.paths = _Paths(table, accepting)
+        self.paths = _Paths(table, accepting, byte_class)
+        self.byte_class: list[int] = self.paths.byte_class.tolist()
         n_terms = len(cfg.terminals)
         #: per terminal: its shortest lexeme (None: matches nothing)
         self.tword: list[bytes | None] = [self.paths.word(start[t]) if start[t] else None
@@ -257,7 +263,7 @@ class _CfgSolver:
         for i, (_, w, qf) in enumerate(lexemes):
             parts.append(w)
             nxt = lexemes[i + 1][1] if i + 1 < len(lexemes) else b""
-            if nxt and rows[qf][nxt[0]]:
+            if nxt and rows[qf][self.byte_class[nxt[0]]]:
                 parts.append(sep)
         inner = b"".join(parts)
         # the output so far may end in a lexeme the first one would extend: a separator before it too
@@ -274,9 +280,9 @@ class _CfgSolver:
 
     def _end(self, t: int, w: bytes) -> int:
         q: int = self.start[t]
-        rows = self.rows
+        rows, col = self.rows, self.byte_class
         for b in w:
-            q = int(rows[q][b])
+            q = int(rows[q][col[b]])
         return q
 
     def _terminals(self, syms: list[int]) -> list[int]:
@@ -421,11 +427,13 @@ class _NativeCfgSolver(_CfgSolver):
     def __init__(self, compiled: Any) -> None:
         from .native.cfg import flat_tables
 
-        flat = flat_tables(compiled.cfg)
-        table = np.frombuffer(flat["transitions"], dtype=np.int32).reshape(-1, 256)
+        flat = flat_tables(compiled.cfg)  # the combined table read by byte class
         accepting = np.frombuffer(flat["accepting"], dtype=np.uint8).astype(bool)
+        table = np.frombuffer(flat["transitions"], dtype=np.int32).reshape(accepting.size, -1)
+        byte_class = np.frombuffer(flat["classes"], dtype=np.uint8).astype(np.intp)
         term_of = np.frombuffer(flat["term_of"], dtype=np.int32).tolist()
-        super().__init__(compiled, table, accepting, list(flat["starts"]), term_of, list(flat["ignore"]))
+        super().__init__(compiled, table, accepting, list(flat["starts"]), term_of, list(flat["ignore"]),
+                         byte_class)
         self.engine = compiled.engine
         self.engine.set_completion_costs([min(c, _INF) for c in self.tcost],
                                          [min(c, _INF) for c in self.ncost])

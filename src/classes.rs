@@ -21,25 +21,35 @@ impl ByteClasses {
     /// The classes of `table` (row-major, `n_states` rows of 256 next states).
     pub fn of_table(table: &[u32], n_states: usize) -> ByteClasses {
         debug_assert_eq!(table.len(), n_states * 256);
+        Self::of_classed_table(&Self::identity().map, table, 256)
+    }
+
+    /// The classes of the byte table `table[s * width + pre[b]]`: a table already read by a coarser
+    /// or equal class map `pre` (values below `width`), whose equal columns are merged here. Exact
+    /// whatever `pre` is: two bytes share a class iff every state sends them to the same state.
+    pub fn of_classed_table(pre: &[u8; 256], table: &[u32], width: usize) -> ByteClasses {
+        debug_assert!(width > 0 && table.len() % width == 0);
+        debug_assert!(pre.iter().all(|&c| usize::from(c) < width));
         // a hash per column, built row by row (cache friendly), then exact checks per group
-        let mut hash = [0u64; 256];
-        for row in table.chunks_exact(256) {
+        let mut hash = vec![0u64; width];
+        for row in table.chunks_exact(width) {
             for (h, &t) in hash.iter_mut().zip(row) {
                 *h = h
                     .wrapping_mul(0x9E37_79B9_7F4A_7C15)
                     .wrapping_add(u64::from(t) + 1);
             }
         }
-        let same = |a: usize, b: usize| table.chunks_exact(256).all(|row| row[a] == row[b]);
+        let same = |a: usize, b: usize| a == b || table.chunks_exact(width).all(|r| r[a] == r[b]);
         let mut map = [0u8; 256];
         let mut reps: Vec<u8> = Vec::new();
         let mut groups: HashMap<u64, Vec<u8>> = HashMap::new(); // hash -> classes with that hash
         for b in 0..256usize {
-            let group = groups.entry(hash[b]).or_default();
+            let col = usize::from(pre[b]);
+            let group = groups.entry(hash[col]).or_default();
             let found = group
                 .iter()
                 .copied()
-                .find(|&c| same(usize::from(reps[usize::from(c)]), b));
+                .find(|&c| same(usize::from(pre[usize::from(reps[usize::from(c)])]), col));
             map[b] = match found {
                 Some(c) => c,
                 None => {
@@ -60,9 +70,34 @@ impl ByteClasses {
 
     /// The table read by class: `out[s * count + c]` is the state after class `c` from `s`.
     pub fn reduce(&self, table: &[u32]) -> Vec<u32> {
-        let mut out = Vec::with_capacity(table.len() / 256 * self.count);
-        for row in table.chunks_exact(256) {
-            out.extend(self.reps.iter().map(|&b| row[usize::from(b)]));
+        self.reduce_classed(&Self::identity().map, table, 256)
+    }
+
+    /// [`ByteClasses::reduce`] of a table given as in [`ByteClasses::of_classed_table`]; the table
+    /// itself (no copy) when it is already read by these classes.
+    pub fn reduce_classed(&self, pre: &[u8; 256], table: &[u32], width: usize) -> Vec<u32> {
+        let cols: Vec<usize> = self
+            .reps
+            .iter()
+            .map(|&b| usize::from(pre[usize::from(b)]))
+            .collect();
+        let mut out = Vec::with_capacity(table.len() / width * self.count);
+        for row in table.chunks_exact(width) {
+            out.extend(cols.iter().map(|&c| row[c]));
+        }
+        out
+    }
+
+    /// Whether a table read by `pre` with `width` columns is already read by these classes.
+    pub fn same_as(&self, pre: &[u8; 256], width: usize) -> bool {
+        self.count == width && self.map == *pre
+    }
+
+    /// Number of bytes in each class.
+    pub fn sizes(&self) -> Vec<u16> {
+        let mut out = vec![0u16; self.count];
+        for &c in &self.map {
+            out[usize::from(c)] += 1;
         }
         out
     }
@@ -99,6 +134,31 @@ mod tests {
         assert_eq!(cl.map[usize::from(b'z')], 0);
         assert_eq!(cl.reps, vec![0, b'a']);
         assert_eq!(cl.reduce(&table), vec![0, 0, 0, 1]);
+    }
+
+    #[test]
+    fn a_classed_table_is_merged_exactly() {
+        // bytes 'a'..='c' loop, 'x' and 'y' die: given finer classes (each byte its own column) the
+        // columns merge to the same classes as the dense table's
+        let mut dense = vec![0u32; 512];
+        for b in b'a'..=b'c' {
+            dense[256 + usize::from(b)] = 1;
+        }
+        let want = ByteClasses::of_table(&dense, 2);
+        // a pre-map with 5 columns: 0 the rest, 1 'a', 2 'b', 3 'c', 4 'x' and 'y'
+        let mut pre = [0u8; 256];
+        for (i, b) in [b'a', b'b', b'c'].iter().enumerate() {
+            pre[usize::from(*b)] = i as u8 + 1;
+        }
+        pre[usize::from(b'x')] = 4;
+        pre[usize::from(b'y')] = 4;
+        let table = vec![0, 0, 0, 0, 0, 0, 1, 1, 1, 0];
+        let got = ByteClasses::of_classed_table(&pre, &table, 5);
+        assert_eq!(got, want);
+        assert_eq!(got.reduce_classed(&pre, &table, 5), want.reduce(&dense));
+        assert!(!got.same_as(&pre, 5));
+        assert!(got.same_as(&got.map, got.count));
+        assert_eq!(got.sizes(), vec![253, 3]);
     }
 
     #[test]

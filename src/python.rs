@@ -69,6 +69,19 @@ fn to_u32s_ne(data: &[u8], what: &str) -> Result<Vec<u32>> {
         .collect())
 }
 
+/// A byte -> class map given as 256 bytes (None: every byte its own class, a dense table).
+fn class_map(classes: Option<&[u8]>, what: &str) -> Result<[u8; 256]> {
+    match classes {
+        None => Ok(crate::classes::ByteClasses::identity().map),
+        Some(c) => c.try_into().map_err(|_| {
+            Error::new(format!(
+                "{what}: {} bytes is not a byte -> class map of 256",
+                c.len()
+            ))
+        }),
+    }
+}
+
 fn to_usize(v: i64, what: &str) -> Result<usize> {
     usize::try_from(v).map_err(|_| Error::new(format!("{what} must be >= 0, got {v}")))
 }
@@ -135,10 +148,11 @@ impl PyVocab {
 /// The regular index of a byte DFA over a native vocabulary (see `regular.rs`). Immutable and
 /// thread-safe: masks are computed without the GIL and cached in a bounded LRU.
 ///
-/// `RegularIndex(vocab, transitions, accepting, start, cache_masks, wrap=None)`: `transitions` the
-/// DFA's `(n, 256)` int32 table as bytes (native order), `accepting` one byte per state; `mask`
-/// answers `wrap(words as bytes)` (the bytes themselves without `wrap`), keeping `cache_masks` of
-/// them: that LRU is the index's only mask cache.
+/// `RegularIndex(vocab, transitions, accepting, start, cache_masks, wrap=None, classes=None)`:
+/// `transitions` the DFA's int32 table as bytes (native order), `(n, 256)`, or `(n, k)` read by
+/// byte class when `classes` (256 bytes, each below `k`) maps bytes to its columns; `accepting` one
+/// byte per state; `mask` answers `wrap(words as bytes)` (the bytes themselves without `wrap`),
+/// keeping `cache_masks` of them: that LRU is the index's only mask cache.
 #[pyclass(frozen, name = "RegularIndex", module = "grammarmask._engine")]
 pub struct PyRegularIndex {
     inner: Arc<RegularIndex>,
@@ -150,7 +164,8 @@ pub struct PyRegularIndex {
 #[pymethods]
 impl PyRegularIndex {
     #[new]
-    #[pyo3(signature = (vocab, transitions, accepting, start, cache_masks, wrap = None))]
+    #[pyo3(signature = (vocab, transitions, accepting, start, cache_masks, wrap = None, classes = None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         vocab: &Bound<'_, PyVocab>,
@@ -159,17 +174,20 @@ impl PyRegularIndex {
         start: i64,
         cache_masks: i64,
         wrap: Option<Py<PyAny>>,
+        classes: Option<Bound<'_, PyBytes>>,
     ) -> PyResult<Self> {
         let vocab = Arc::clone(&vocab.get().inner);
-        // borrowed, not copied: the bytes object outlives the call and a 200,000-state table is 200 MB
+        // borrowed, not copied: the bytes object outlives the call
         let table: &[u8] = transitions.as_bytes();
+        let classes: Option<&[u8]> = classes.as_ref().map(|c| c.as_bytes());
         let accepting: Vec<bool> = accepting.as_bytes().iter().map(|&a| a != 0).collect();
         let inner = guarded(py, move || {
             // the int32 table in native order (a negative entry becomes huge and is refused)
             let table = to_u32s_ne(table, "native DFA: transitions")?;
+            let pre = class_map(classes, "native DFA: classes")?;
             let start = to_usize(start, "native DFA: start")?;
             let cache = to_usize(cache_masks, "native DFA: cache_masks")?;
-            let dfa = Dfa::new(table, accepting, start)?;
+            let dfa = Dfa::classed(table, &pre, accepting, start)?;
             Ok((RegularIndex::new(vocab, dfa, 0), cache)) // this wrapper keeps the one mask cache
         })?;
         let (inner, cache) = inner;
@@ -247,6 +265,12 @@ impl PyRegularIndex {
     #[getter]
     fn n_trie_nodes(&self) -> usize {
         self.inner.n_trie_nodes()
+    }
+
+    /// Cells of the transition table (states x byte classes, 4 bytes each).
+    #[getter]
+    fn table_words(&self) -> usize {
+        self.inner.dfa().table_words()
     }
 
     /// Masks held in the cache.
@@ -343,9 +367,11 @@ impl PyCfgState {
 /// thread-safe; masks are computed without the GIL.
 ///
 /// `CfgGrammar(vocab, transitions, accepting, term_of, starts, greedy, ignore, rule_lhs, rule_ptr,
-/// rule_rhs, start, n_nonterminals, limits, wrap=None)`: the combined lexer table as int32 bytes
-/// (native order, `(n, 256)`), one accepting byte per state, the terminal of each state (int32
-/// bytes), per terminal its DFA's start state, greediness and whether it is ignored; the rules
+/// rule_rhs, start, n_nonterminals, limits, wrap=None, class_trie_max=32, classes=None)`: the
+/// combined lexer table as int32 bytes (native order, `(n, 256)`, or `(n, k)` read by byte class
+/// when `classes`, 256 bytes each below `k`, maps bytes to its columns), one accepting byte per
+/// state, the terminal of each state (int32 bytes), per terminal its DFA's start state, greediness
+/// and whether it is ignored; the rules
 /// `rule_lhs[r] -> rule_rhs[rule_ptr[r]:rule_ptr[r + 1]]`; `limits` the six budgets
 /// `(earley_items_per_set, earley_signatures, earley_recent, cfg_configs, cfg_walk_visits,
 /// cfg_masks)`; masks walk a trie over the lexer's byte classes when there are at most
@@ -383,7 +409,8 @@ impl PyCfgGrammar {
 impl PyCfgGrammar {
     #[new]
     #[pyo3(signature = (vocab, transitions, accepting, term_of, starts, greedy, ignore, rule_lhs,
-                        rule_ptr, rule_rhs, start, n_nonterminals, limits, wrap = None, class_trie_max = 32))]
+                        rule_ptr, rule_rhs, start, n_nonterminals, limits, wrap = None, class_trie_max = 32,
+                        classes = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -402,14 +429,17 @@ impl PyCfgGrammar {
         limits: (i64, i64, i64, i64, i64, i64),
         wrap: Option<Py<PyAny>>,
         class_trie_max: i64,
+        classes: Option<Bound<'_, PyBytes>>,
     ) -> PyResult<Self> {
         let vocab = Arc::clone(&vocab.get().inner);
         let table: &[u8] = transitions.as_bytes(); // borrowed, as in RegularIndex::new
+        let classes: Option<&[u8]> = classes.as_ref().map(|c| c.as_bytes());
         let accepting: Vec<bool> = accepting.as_bytes().iter().map(|&a| a != 0).collect();
         let term_of = term_of.as_bytes().to_vec();
         let inner = guarded_cfg(py, move || {
             let grammar_err = |e: Error| CfgError::Grammar(e.0);
             let table = to_u32s_ne(table, "native CFG lexer: transitions").map_err(grammar_err)?;
+            let pre = class_map(classes, "native CFG lexer: classes").map_err(grammar_err)?;
             let term_of: Vec<u32> = to_i32s_ne(&term_of, "native CFG lexer: terminals")
                 .map_err(grammar_err)?
                 .into_iter()
@@ -435,7 +465,7 @@ impl PyCfgGrammar {
                 class_trie_max: lim(class_trie_max, "native CFG: class_trie_max")?,
             };
             let cache = lim(cache_masks, "Limits.cfg_masks")?;
-            let lexer = CfgLexer::new(table, accepting, term_of, starts, greedy, ignore)?;
+            let lexer = CfgLexer::classed(table, &pre, accepting, term_of, starts, greedy, ignore)?;
             let rules = CfgRules::new(
                 n_nt,
                 n_terms,
@@ -593,6 +623,12 @@ impl PyCfgGrammar {
     #[getter]
     fn n_trie_nodes(&self) -> usize {
         self.inner.n_trie_nodes()
+    }
+
+    /// Cells of the combined lexer table (states x byte classes, 4 bytes each).
+    #[getter]
+    fn table_words(&self) -> usize {
+        self.inner.table_words()
     }
 }
 

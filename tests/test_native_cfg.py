@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import string
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -385,6 +386,75 @@ def test_class_and_byte_tries_give_the_same_masks(tekken: gm.Vocabulary, tekken_
         assert np.array_equal(by_class.state_mask_words(sc), by_byte.state_mask_words(sb))
         sc, sb = by_class.advance_state(sc, t), by_byte.advance_state(sb, t)
     assert by_class.is_accepting_state(sc) and by_byte.is_accepting_state(sb)
+
+
+# 45 byte classes: 13 capitals and 28 punctuation marks each their own, lowercase, digits, space, the rest
+MANY_CLASSES = ("start: item+\nitem: NAME | NUM | "
+                + " | ".join(f'"{c}"' for c in "ABCDEFGHIJKLM!#$%&()*+,-./:;<=>?@[]^_{|}~")
+                + '\nNAME: /[a-z]+/\nNUM: /[0-9]+/\n%ignore " "\n')
+MANY_VOCAB = gm.Vocabulary.from_tokens(
+    [b"", *(bytes([b]) for b in range(32, 127)), b"ab", b"a1", b"1 ", b" (", b"+-", b"Ab", b"xyz", b"A(",
+     b"  ", b"9]"], eos_token_id=0)  # fmt: skip
+
+
+@pytest.mark.parametrize("class_trie_max", [0, 256])
+def test_class_compressed_lexer_tables_give_the_dense_tables_masks(class_trie_max: int) -> None:
+    """The lexer table handed to Rust by byte class (flat_tables) gives the masks of the same table
+    handed over with 256 columns, of the Python engine and of brute force (byte and class tries)."""
+    from grammarmask import _engine
+    from grammarmask.native import native_vocabulary
+    from grammarmask.native.cfg import flat_tables, lexer_classes
+
+    g = Lark(MANY_CLASSES)
+    classes, k = lexer_classes(g.cfg)
+    assert k == 45 and classes[ord("a")] == classes[ord("z")] != classes[ord("A")] != classes[ord("B")]
+    flat = flat_tables(g.cfg)
+    n = len(flat["accepting"])
+    assert len(flat["transitions"]) == 4 * n * k
+    table = np.frombuffer(flat["transitions"], dtype=np.int32).reshape(n, k)
+    dense = {**flat, "transitions": np.ascontiguousarray(table[:, classes]).tobytes(), "classes": None}
+    limits = (10_000, 10_000, 16, 4096, 10_000, 64)
+    nv = native_vocabulary(MANY_VOCAB)
+    by_class = _engine.CfgGrammar(nv, **flat, limits=limits, class_trie_max=class_trie_max)
+    by_byte = _engine.CfgGrammar(nv, **dense, limits=limits, class_trie_max=class_trie_max)
+    assert by_class.n_classes == by_byte.n_classes == k
+    assert by_class.table_words == by_byte.table_words == n * k
+    nat, py = pair(g, MANY_VOCAB)
+
+    def viable(d: bytes) -> bool:
+        return bool(py.feed(py.initial_state(), d))
+
+    rng = random.Random(class_trie_max)
+    for _ in range(3):
+        sc, sb, sp, out = by_class.initial(), by_byte.initial(), py.initial_state(), b""
+        for _ in range(12):
+            got = np.frombuffer(by_class.mask(sc), dtype=np.uint32)
+            assert np.array_equal(got, np.frombuffer(by_byte.mask(sb), dtype=np.uint32)), out
+            assert np.array_equal(got, py.state_mask_words(sp)), out
+            assert Mask(got.copy(), MANY_VOCAB.size) == reference_mask(viable, MANY_VOCAB, out), out
+            ids = legal_ids(got, MANY_VOCAB)
+            t = rng.choice(ids)
+            sc, sb, sp = by_class.advance(sc, t), by_byte.advance(sb, t), py.advance_state(sp, t)
+            out += MANY_VOCAB.token_bytes[t]
+    with pytest.raises(gm.GrammarError, match="class"):
+        _engine.CfgGrammar(nv, **{**flat, "classes": b"\x00" * 255}, limits=limits)
+    with pytest.raises(gm.GrammarError, match="class"):
+        _engine.CfgGrammar(nv, **{**flat, "classes": bytes([k]) * 256}, limits=limits)
+
+
+def test_a_large_enum_hands_rust_a_table_by_class() -> None:
+    """A 5,000-word enum's terminal (about 10,000 states) reaches the engine as states x its 28
+    byte classes, a ninth of the 256-column table; masks still equal the Python engine's."""
+    rng = random.Random(5)
+    words = sorted({"".join(rng.choices(string.ascii_lowercase, k=rng.randint(4, 12))) for _ in range(5000)})
+    g = gm.JsonSchema({"enum": words})
+    nat, py = pair(g, MANY_VOCAB)
+    n_states = 1 + sum(t.dfa.n_states - 1 for t in nat.cfg.terminals)
+    assert n_states > 5000
+    assert nat.engine.n_classes <= 30
+    assert nat.engine.table_words == n_states * nat.engine.n_classes
+    walk_both(nat, py, lambda o: rng.randrange(len(o)), 14)
+
 
 def test_threads_share_one_compiled_grammar(tekken: gm.Vocabulary, tekken_tokenizer: Any) -> None:
     nat, py = pair(shipped("json.lark"), tekken, Limits(cfg_masks=2))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import re
+import string
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -383,3 +384,36 @@ def test_dfa_with_every_byte_its_own_class(toy: gm.Vocabulary) -> None:
     assert nat.index.n_classes == 256  # type: ignore[attr-defined]
     assert np.array_equal(nat.state_mask_words(1), py.state_mask_words(1))
     assert nat.advance_state(1, 3 + ord("a")) == 2 + ord("a")
+
+
+def test_a_large_choice_hands_rust_a_table_by_class(toy: gm.Vocabulary) -> None:
+    """A 5,000-label Choice's DFA reaches the index as states x its byte classes (a tenth of the
+    256-column table), with the masks, next states and forced bytes of the dense table and of the
+    Python engine."""
+    from grammarmask import _engine
+
+    rng = random.Random(7)
+    labels = sorted({"".join(rng.choices(string.ascii_lowercase, k=rng.randint(3, 9))) for _ in range(5000)})
+    dfa = Choice(labels).to_dfa()
+    with in_use("native"):
+        nat = compile_dfa(dfa, toy)
+    with in_use("python"):
+        py = compile_dfa(dfa, toy)
+    assert isinstance(nat, NativeDfaCompiledGrammar)
+    classes, k = dfa.byte_classes()
+    assert nat.index.n_classes == k <= 28
+    assert nat.index.table_words == dfa.n_states * k
+    dense = _engine.RegularIndex(native.native_vocabulary(toy), dfa.transitions.tobytes(),
+                                 dfa.accepting.tobytes(), dfa.start, 8)
+    assert dense.table_words == dfa.n_states * k  # the dense table's equal columns merged too
+    state = rng.sample(range(1, dfa.n_states), 200)
+    for s in [dfa.start, *state]:
+        words = nat.state_mask_words(s)
+        assert np.array_equal(words, py.state_mask_words(s))
+        assert np.array_equal(words, np.frombuffer(dense.mask(s), dtype=np.uint32))
+        assert nat.forced_bytes(s) == dense.forced_bytes(s) == py.forced_bytes(s)
+        for t in range(toy.size):
+            assert (nat.advance_state(s, t) or 0) == dense.next_state(s, t)
+    by_class = dfa.transitions[:, np.unique(classes, return_index=True)[1]].tobytes()
+    with pytest.raises(gm.GrammarError, match="native DFA: byte .* has class"):  # k columns, no map
+        _engine.RegularIndex(native.native_vocabulary(toy), by_class, dfa.accepting.tobytes(), dfa.start, 8)

@@ -2,7 +2,10 @@
 //! and the lazily built lexer-state machine the mask walk and `advance` step through.
 //!
 //! Port of `grammarmask/cfg/lexer.py` (the specification). Global DFA state 0 is dead; every other
-//! state belongs to one terminal (`term_of`). A *lexer state* is `(pend, shadows)`: the DFA states of
+//! state belongs to one terminal (`term_of`). The table is stored by byte class (bytes whose columns
+//! are equal in every state share one column): `states x classes` words instead of `states x 256`
+//! (a 100,000-word enum's 200,000-state terminal: 23 MB at its 29 classes against 200 MB), and the
+//! lexer-state machine below is built per class too. A *lexer state* is `(pend, shadows)`: the DFA states of
 //! the lexemes started at the last boundary and still alive (one per candidate terminal), and the
 //! shadows of greedy lexemes already closed whose DFA still runs: if a shadow reaches an accepting
 //! state again, lark's longest match would have taken the longer lexeme, so the cut was illegal and
@@ -12,6 +15,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::CfgError;
+use crate::classes::ByteClasses;
 
 /// No id (a dead transition, a lexeme that cannot go on).
 pub const NONE: u32 = u32::MAX;
@@ -19,6 +23,9 @@ pub const NONE: u32 = u32::MAX;
 /// The static tables: combined terminal DFAs, per-terminal facts.
 #[derive(Debug)]
 pub struct Lexer {
+    /// the exact byte classes of the combined table
+    classes: ByteClasses,
+    /// `table[s * classes.count + c]`: the state after class `c` from `s`
     table: Vec<u32>,
     accepting: Vec<bool>,
     term_of: Vec<u32>,
@@ -43,20 +50,51 @@ impl Lexer {
         greedy: Vec<bool>,
         ignore: Vec<bool>,
     ) -> Result<Lexer, CfgError> {
+        let identity = ByteClasses::identity().map;
+        Self::classed(table, &identity, accepting, term_of, start, greedy, ignore)
+    }
+
+    /// [`Lexer::new`] with the table given by byte class: `table[s * width + pre[b]]` for byte `b`,
+    /// `width` the table's columns (`table.len() / accepting.len()`). Any `pre` with values below
+    /// `width` will do; the classes kept are the exact ones (equal columns merged), so the table is
+    /// copied only when `pre` was not already exact and numbered by first appearance.
+    #[allow(clippy::too_many_arguments)]
+    pub fn classed(
+        table: Vec<u32>,
+        pre: &[u8; 256],
+        accepting: Vec<bool>,
+        term_of: Vec<u32>,
+        start: Vec<u32>,
+        greedy: Vec<bool>,
+        ignore: Vec<bool>,
+    ) -> Result<Lexer, CfgError> {
         let n = accepting.len();
         let n_terms = start.len();
         let bad = |m: String| Err(CfgError::Grammar(format!("native CFG lexer: {m}")));
-        if n == 0 || n >= NONE as usize || table.len() != n * 256 || term_of.len() != n {
+        let width = table.len().checked_div(n).unwrap_or(0);
+        if n == 0
+            || n >= NONE as usize
+            || width == 0
+            || width > 256
+            || table.len() != n * width
+            || term_of.len() != n
+        {
             return bad(format!(
                 "{} transitions and {} terminal labels do not fit {n} states",
                 table.len(),
                 term_of.len()
             ));
         }
+        if let Some(b) = (0..256).find(|&b| usize::from(pre[b]) >= width) {
+            return bad(format!(
+                "byte {b} has class {} of a table with {width} columns",
+                pre[b]
+            ));
+        }
         if greedy.len() != n_terms || ignore.len() != n_terms {
             return bad("per-terminal tables differ in length".into());
         }
-        if table[..256].iter().any(|&t| t != 0) || accepting[0] {
+        if table[..width].iter().any(|&t| t != 0) || accepting[0] {
             return bad("state 0 must be the dead state".into());
         }
         if let Some(t) = table.iter().find(|&&t| t as usize >= n) {
@@ -68,7 +106,13 @@ impl Lexer {
         if let Some(s) = start.iter().find(|&&s| s as usize >= n) {
             return bad(format!("start state {s} of {n}"));
         }
-        let reaccept = reaccepting(&table, &accepting);
+        let classes = ByteClasses::of_classed_table(pre, &table, width);
+        let table = if classes.same_as(pre, width) {
+            table
+        } else {
+            classes.reduce_classed(pre, &table, width)
+        };
+        let reaccept = reaccepting(&table, classes.count, &accepting);
         let mut ignore_starts: Vec<u32> = (0..n_terms)
             .filter(|&t| ignore[t] && start[t] != 0)
             .map(|t| start[t])
@@ -76,6 +120,7 @@ impl Lexer {
         ignore_starts.sort_unstable();
         ignore_starts.dedup();
         Ok(Lexer {
+            classes,
             table,
             accepting,
             term_of,
@@ -87,9 +132,25 @@ impl Lexer {
         })
     }
 
-    /// The combined transition table (`table[s * 256 + b]`).
+    /// The combined transition table by class (`table[s * n_classes + c]`).
     pub fn table(&self) -> &[u32] {
         &self.table
+    }
+
+    /// The byte classes of the combined table.
+    pub fn classes(&self) -> &ByteClasses {
+        &self.classes
+    }
+
+    /// Number of byte classes (the table's columns).
+    pub fn n_classes(&self) -> usize {
+        self.classes.count
+    }
+
+    /// The class of byte `b`.
+    #[inline]
+    pub fn class_of(&self, b: u8) -> u8 {
+        self.classes.map[usize::from(b)]
     }
 
     /// Number of states, the dead state included.
@@ -102,21 +163,40 @@ impl Lexer {
         self.start.len()
     }
 
+    /// The state after class `c` from `s`.
     #[inline]
-    fn next(&self, s: u32, b: u8) -> u32 {
-        self.table[s as usize * 256 + usize::from(b)]
+    fn next(&self, s: u32, c: u8) -> u32 {
+        self.table[s as usize * self.classes.count + usize::from(c)]
+    }
+
+    /// The state after byte `b` from `s`.
+    #[inline]
+    pub fn next_byte(&self, s: u32, b: u8) -> u32 {
+        self.next(s, self.class_of(b))
     }
 }
 
-/// Per state: whether a non-empty path reaches an accepting state (a backward search).
-fn reaccepting(table: &[u32], accepting: &[bool]) -> Vec<bool> {
+/// Per state: whether a non-empty path reaches an accepting state (a backward search over the
+/// edges, predecessors in one flat array: no vector per state).
+fn reaccepting(table: &[u32], width: usize, accepting: &[bool]) -> Vec<bool> {
     let n = accepting.len();
-    let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
-    for s in 1..n {
-        for b in 0..256 {
-            let t = table[s * 256 + b];
+    // predecessors grouped by target (counting sort): preds[lo[t] .. lo[t + 1]]
+    let mut lo = vec![0u32; n + 1];
+    for &t in &table[width..] {
+        if t != 0 {
+            lo[t as usize + 1] += 1;
+        }
+    }
+    for i in 0..n {
+        lo[i + 1] += lo[i];
+    }
+    let mut fill = lo.clone();
+    let mut preds = vec![0u32; lo[n] as usize];
+    for (s, row) in table.chunks_exact(width).enumerate().skip(1) {
+        for &t in row {
             if t != 0 {
-                preds[t as usize].push(s as u32);
+                preds[fill[t as usize] as usize] = s as u32;
+                fill[t as usize] += 1;
             }
         }
     }
@@ -124,7 +204,7 @@ fn reaccepting(table: &[u32], accepting: &[bool]) -> Vec<bool> {
     reaches[0] = false;
     let mut todo: Vec<u32> = (1..n as u32).filter(|&s| reaches[s as usize]).collect();
     while let Some(s) = todo.pop() {
-        for &p in &preds[s as usize] {
+        for &p in &preds[lo[s as usize] as usize..lo[s as usize + 1] as usize] {
             if !reaches[p as usize] {
                 reaches[p as usize] = true;
                 todo.push(p);
@@ -132,7 +212,12 @@ fn reaccepting(table: &[u32], accepting: &[bool]) -> Vec<bool> {
         }
     }
     (0..n)
-        .map(|s| s != 0 && (0..256).any(|b| reaches[table[s * 256 + b] as usize]))
+        .map(|s| {
+            s != 0
+                && table[s * width..(s + 1) * width]
+                    .iter()
+                    .any(|&t| reaches[t as usize])
+        })
         .collect()
 }
 
@@ -192,27 +277,26 @@ pub struct LexCache {
     pub shadows: Interner<Vec<u32>>,
     /// lexer states `(pend, shadow set id)`
     pub states: Interner<(Vec<u32>, u32)>,
-    /// `trans[lex * 256 + b]`: 1 + the index of its [`LexStep`] in `steps` (0: not computed yet)
+    /// `trans[lex * width + c]`: 1 + the index of its [`LexStep`] in `steps` after class `c` (0:
+    /// not computed yet)
     trans: Vec<u32>,
+    /// the lexer's byte classes (the columns of `trans`)
+    width: usize,
     pub steps: Vec<LexStep>,
     shadow_step: HashMap<(u32, u8), u32>,
     finish: HashMap<(u32, u32), bool>,
 }
 
-impl Default for LexCache {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl LexCache {
-    pub fn new() -> Self {
+    /// The empty machine of lexer `lx`.
+    pub fn new(lx: &Lexer) -> Self {
         let mut shadows = Interner::new();
         shadows.intern(Vec::new());
         LexCache {
             shadows,
             states: Interner::new(),
             trans: Vec::new(),
+            width: lx.n_classes(),
             steps: vec![LexStep {
                 next: NONE,
                 closes: Vec::new(),
@@ -225,25 +309,26 @@ impl LexCache {
     /// The id of lexer state `(pend, shadows)`.
     pub fn state(&mut self, pend: Vec<u32>, shadows: u32) -> u32 {
         let id = self.states.intern((pend, shadows));
-        let need = (id as usize + 1) * 256;
+        let need = (id as usize + 1) * self.width;
         if self.trans.len() < need {
             self.trans.resize(need, 0);
         }
         id
     }
 
-    /// The shadows after `byte`; [`NONE`] when one of them accepts (the earlier cut was illegal).
-    pub fn step_shadows(&mut self, lx: &Lexer, sh: u32, byte: u8) -> u32 {
+    /// The shadows after a byte of class `class`; [`NONE`] when one of them accepts (the earlier
+    /// cut was illegal).
+    pub fn step_shadows(&mut self, lx: &Lexer, sh: u32, class: u8) -> u32 {
         if sh == 0 {
             return 0;
         }
-        if let Some(&hit) = self.shadow_step.get(&(sh, byte)) {
+        if let Some(&hit) = self.shadow_step.get(&(sh, class)) {
             return hit;
         }
         let mut out = Vec::new();
         let mut dead = false;
         for &h in &self.shadows.values[sh as usize] {
-            let n = lx.next(h, byte);
+            let n = lx.next(h, class);
             if n != 0 {
                 if lx.accepting[n as usize] {
                     dead = true;
@@ -261,7 +346,7 @@ impl LexCache {
             out.dedup();
             self.shadows.intern(out)
         };
-        self.shadow_step.insert((sh, byte), id);
+        self.shadow_step.insert((sh, class), id);
         id
     }
 
@@ -286,12 +371,13 @@ impl LexCache {
         let mut todo = VecDeque::from([(q, sh)]);
         let mut found = false;
         'bfs: while let Some((s, h)) = todo.pop_front() {
-            for b in 0..=255u8 {
-                let n = lx.next(s, b);
+            for c in 0..lx.n_classes() {
+                let c = c as u8; // at most 256 classes: 0..=255
+                let n = lx.next(s, c);
                 if n == 0 {
                     continue;
                 }
-                let h2 = self.step_shadows(lx, h, b);
+                let h2 = self.step_shadows(lx, h, c);
                 if h2 == NONE {
                     continue;
                 }
@@ -310,12 +396,13 @@ impl LexCache {
 
     /// The step of lexer state `lex` by `byte` (index into `steps`; 0 is the dead step).
     pub fn step(&mut self, lx: &Lexer, lex: u32, byte: u8) -> usize {
-        let slot = lex as usize * 256 + usize::from(byte);
+        let class = lx.class_of(byte);
+        let slot = lex as usize * self.width + usize::from(class);
         let hit = self.trans[slot];
         if hit != 0 {
             return hit as usize - 1;
         }
-        let made = self.make_step(lx, lex, byte);
+        let made = self.make_step(lx, lex, class);
         let idx = match made {
             None => 0,
             Some(s) => {
@@ -327,15 +414,15 @@ impl LexCache {
         idx
     }
 
-    fn make_step(&mut self, lx: &Lexer, lex: u32, byte: u8) -> Option<LexStep> {
+    fn make_step(&mut self, lx: &Lexer, lex: u32, class: u8) -> Option<LexStep> {
         let (pend, sh) = self.states.values[lex as usize].clone();
-        let sh2 = self.step_shadows(lx, sh, byte);
+        let sh2 = self.step_shadows(lx, sh, class);
         if sh2 == NONE {
             return None;
         }
         let mut pend2: Vec<u32> = pend
             .iter()
-            .map(|&q| lx.next(q, byte))
+            .map(|&q| lx.next(q, class))
             .filter(|&q| q != 0)
             .collect();
         if pend2.is_empty() {
@@ -404,22 +491,22 @@ mod tests {
     fn reaccept_and_finish() {
         let lx = lexer(true);
         assert_eq!(lx.reaccept, vec![false, true, true, true, false]);
-        let mut c = LexCache::new();
+        let mut c = LexCache::new(&lx);
         assert!(c.can_finish(&lx, 2, 0, true));
         assert!(!c.can_finish(&lx, 4, 0, true));
         assert!(c.can_finish(&lx, 4, 0, false));
         // a shadow in state 2 of /a+/ accepts on the next 'a': lexeme /a+/ from 1 cannot finish
         let sh = c.shadows.intern(vec![2]);
         assert!(!c.can_finish(&lx, 1, sh, true));
-        assert_eq!(c.step_shadows(&lx, sh, b'a'), NONE);
-        assert_eq!(c.step_shadows(&lx, sh, b'b'), 0);
+        assert_eq!(c.step_shadows(&lx, sh, lx.class_of(b'a')), NONE);
+        assert_eq!(c.step_shadows(&lx, sh, lx.class_of(b'b')), 0);
     }
 
     #[test]
     fn greedy_close_leaves_a_shadow() {
         for greedy in [true, false] {
             let lx = lexer(greedy);
-            let mut c = LexCache::new();
+            let mut c = LexCache::new(&lx);
             let s = c.state(vec![1, 3], 0);
             let st = c.step(&lx, s, b'a');
             let step = c.steps[st].clone();
@@ -429,6 +516,52 @@ mod tests {
             assert_eq!(c.shadows.values[after as usize].is_empty(), !greedy);
             assert_eq!(c.step(&lx, s, b'c'), 0);
         }
+    }
+
+    #[test]
+    fn classed_tables_are_the_dense_tables() {
+        // the lexer of `lexer(true)` given by a finer class map than its own (every byte of
+        // 'a'..='e' its own column, the rest column 0): the same classes, table and answers
+        let dense = lexer(true);
+        let mut pre = [0u8; 256];
+        for b in b'a'..=b'e' {
+            pre[usize::from(b)] = b - b'a' + 1;
+        }
+        let mut table = vec![0u32; 5 * 6];
+        table[6 + 1] = 2; // state 1 -a-> 2
+        table[2 * 6 + 1] = 2;
+        table[3 * 6 + 2] = 4; // state 3 -b-> 4
+        let lx = Lexer::classed(
+            table,
+            &pre,
+            vec![false, false, true, false, true],
+            vec![0, 0, 0, 1, 1],
+            vec![1, 3],
+            vec![true, true],
+            vec![false, false],
+        )
+        .unwrap();
+        assert_eq!(lx.classes(), dense.classes());
+        assert_eq!(lx.n_classes(), 3); // 'a', 'b', every other byte
+        assert_eq!(lx.table(), dense.table());
+        assert_eq!(lx.reaccept, dense.reaccept);
+        for s in 0..5 {
+            for b in 0..=255u8 {
+                assert_eq!(lx.next_byte(s, b), dense.next_byte(s, b));
+            }
+        }
+        // a class map that names a column the table does not have
+        pre[0] = 6;
+        let bad = Lexer::classed(
+            vec![0; 5 * 6],
+            &pre,
+            vec![false; 5],
+            vec![0; 5],
+            vec![1],
+            vec![true],
+            vec![false],
+        );
+        assert!(bad.is_err());
     }
 
     #[test]

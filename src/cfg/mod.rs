@@ -194,13 +194,15 @@ impl CfgEngine {
         grammar: Grammar,
         limits: Limits,
     ) -> Result<CfgEngine, CfgError> {
-        let mut classes = ByteClasses::of_table(lexer.table(), lexer.n_states());
-        if classes.count > limits.class_trie_max {
-            classes = ByteClasses::identity();
-        }
+        // the lexer's classes are exact (equal columns merged)
+        let classes = if lexer.n_classes() > limits.class_trie_max {
+            ByteClasses::identity()
+        } else {
+            lexer.classes().clone()
+        };
         let trie = vocab.trie(&classes.map);
         let mut caches = Caches {
-            lex: LexCache::new(),
+            lex: LexCache::new(&lexer),
             sigs: Sigs::new(limits.earley_signatures.max(1)),
             recent: VecDeque::new(),
             masks: Lru::new(limits.cfg_masks),
@@ -441,9 +443,10 @@ impl CfgEngine {
         lock(&self.caches).lex.states.len()
     }
 
-    /// Byte classes of the lexer (the labels of the token trie the masks walk).
+    /// Byte classes of the lexer (the columns of its table; the labels of the token trie the masks
+    /// walk when there are at most `Limits::class_trie_max` of them, else the trie is over bytes).
     pub fn n_classes(&self) -> usize {
-        self.reps.len()
+        self.lexer.n_classes()
     }
 
     /// Nodes of the token trie the masks walk.
@@ -454,6 +457,11 @@ impl CfgEngine {
     /// Number of terminals.
     pub fn n_terminals(&self) -> usize {
         self.lexer.n_terminals()
+    }
+
+    /// Cells of the combined lexer table (states x byte classes).
+    pub fn table_words(&self) -> usize {
+        self.lexer.table().len()
     }
 }
 
