@@ -46,6 +46,11 @@ from ._scoring import F64, legal_ids, logsumexp, next_logprobs
 
 __all__ = ["SmcRun", "run_smc", "systematic_resample"]
 
+# An unfinished particle whose weight is below this fraction of the mean finished weight per particle
+# goes to Russian roulette: after EOS is harvested, particles of an unbounded language would otherwise
+# all run to max_tokens carrying weights too small to matter, each costing a model row per step.
+ROULETTE = 1e-3
+
 
 @dataclass(frozen=True)
 class SmcRun:
@@ -143,6 +148,9 @@ def run_smc(model: Any, compiled: CompiledGrammar, prompt: list[int], *, n_parti
         if not live and not any(w > -math.inf for w in finished.values()):
             raise GrammarError("aligned_sample(): every particle has weight 0: each reached a prefix that no "
                                "token continues, or one whose legal tokens the model gives probability 0")
+        if live and finished:
+            live = _roulette(live, logw, logsumexp(np.fromiter(finished.values(), float)) - math.log(n_particles)
+                             + math.log(ROULETTE), rng)
         if live and _ess(logw[live]) < ess_threshold * len(live):
             _resample_live(live, logw, matchers, tokens, rng)
             resamples += 1
@@ -152,6 +160,21 @@ def run_smc(model: Any, compiled: CompiledGrammar, prompt: list[int], *, n_parti
     log_z = logsumexp(final) - math.log(n_particles)
     return SmcRun(tokens=paths, log_weights=final, log_z=log_z,
                   n_resamples=resamples, model_rows=rows_used, steps=steps)
+
+
+def _roulette(live: list[int], logw: F64, log_floor: float, rng: np.random.Generator) -> list[int]:
+    """Russian roulette on the unfinished particles whose weight fell below ``exp(log_floor)``: each
+    survives with probability ``w / floor`` and then carries ``floor``, so every weight keeps its mean.
+    Returns the survivors."""
+    keep: list[int] = []
+    for i in live:
+        lw = float(logw[i])
+        if lw >= log_floor:
+            keep.append(i)
+        elif rng.random() < math.exp(lw - log_floor):
+            logw[i] = log_floor
+            keep.append(i)
+    return keep
 
 
 def _finish(finished: dict[tuple[int, ...], float], path: list[int], log_weight: float) -> None:
