@@ -12,6 +12,11 @@ short string the model would rarely end on through the mask (it wants to go on, 
 going on later) is never missed: on "at most two fruits" with SmolLM2 the masked proposal ends after one
 item with probability 0.004 while the conditional puts 0.996 there (benchmarks/fidelity_infinite.py).
 
+An unfinished particle whose weight has fallen below :data:`ROULETTE` times the mean finished weight
+per particle plays Russian roulette (it survives with probability ``w / floor`` and then carries the
+floor): unbiased, and it stops particles of an unbounded language from running to ``max_tokens`` with
+weights too small to matter.
+
 When the effective sample size ``(sum w)^2 / sum w^2`` of the unfinished particles falls below
 ``ess_threshold`` times their number, they are resampled among themselves (systematic resampling) and
 share their total weight equally, which keeps ``mean(w)`` an unbiased estimate of ``P(L)``. Finished
