@@ -194,12 +194,17 @@ class _PackingPickler(pickle.Pickler):
         classes, _ = obj.byte_classes()
         reps = np.unique(classes, return_index=True)[1]  # each class's first byte
         table = np.ascontiguousarray(obj.transitions[:, reps])
-        if not np.array_equal(table[:, classes], obj.transitions):  # never, but the entry must be exact
+        # never unequal, but the entry must be exact; compared a block of rows at a time: no dense
+        # copy of the table (a 100,000-word enum's is 200 MB)
+        r = _CHECK_ROWS
+        if not all(np.array_equal(table[i : i + r][:, classes], obj.transitions[i : i + r])
+                   for i in range(0, obj.n_states, r)):
             return NotImplemented
         return _unpack_dfa, (classes.astype(np.uint8).tobytes(), table, obj.accepting, obj.start)
 
 
 _PACK_STATES = 64
+_CHECK_ROWS = 1 << 14  # rows of a packed table checked at a time (4 MB of int32 at 256 columns)
 
 
 def _unpack_dfa(classes: bytes, table: Any, accepting: Any, start: int) -> Any:

@@ -396,11 +396,9 @@ def distances_to_accept(
     n = table.shape[0]
     classes, k = column_classes(table)  # no sorted or 64-bit copy of the whole table
     first = np.unique(classes, return_index=True)[1]
-    t = table[:, np.sort(first)].astype(np.int64)
-    src = np.repeat(np.arange(n), t.shape[1])
-    dst = t.ravel()
-    live = dst != 0
-    src, dst = src[live], dst[live]
+    t = table[:, np.sort(first)]
+    src, col = np.nonzero(t)  # the live edges only: no 64-bit copy of the (mostly dead) table
+    dst = t[src, col].astype(np.int64)
     order = np.argsort(dst, kind="stable")
     preds = src[order]
     lo = np.searchsorted(dst[order], np.arange(n + 1))
