@@ -26,6 +26,7 @@ from ..engine import compile_cfg
 from ..errors import BudgetExceeded, GrammarError
 from ..grammar import CompiledGrammar, Grammar
 from ..ir.builder import EMPTY, Expr, Lit, Pat, Ref, Rep, alt, build_cfg, seq
+from ..ir.gbnf import to_gbnf
 from ..limits import active
 from ..special_tokens import REF_PATTERN, parse_ref, require_view, resolve, spelling_dfa
 from ..special_tokens import Ref as SpecialRef
@@ -330,6 +331,11 @@ class Gbnf(Grammar):
     def where_named(self, token: SpecialRef) -> str:
         line, col = self._ref_pos.get(token, (0, 0))
         return f"{self!r}, line {line}, column {col}" if line else repr(self)
+
+    def to_gbnf(self) -> str:
+        """This grammar printed back from its IR (start rule ``root``): the same language, in
+        normalised form (:func:`grammarmask.ir.gbnf.to_gbnf`)."""
+        return to_gbnf(self.cfg)
 
     def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
         cfg = self.cfg

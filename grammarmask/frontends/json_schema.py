@@ -25,6 +25,7 @@ from ..engine import compile_cfg
 from ..errors import BudgetExceeded, GrammarError
 from ..grammar import CompiledGrammar, Grammar
 from ..ir.builder import Expr, build_cfg, to_lark
+from ..ir.gbnf import to_gbnf
 from ..limits import Limits, active
 from ..vocab import Vocabulary
 from .jsonschema.compiler import Compiler, SchemaWarning
@@ -232,6 +233,14 @@ class JsonSchema(Grammar):
         """The Lark grammar text of the schema (start rule ``start``): what ``lark`` parses to the
         same language as the grammar grammarmask compiles."""
         return to_lark(self.rules())
+
+    def to_gbnf(self) -> str:
+        """The llama.cpp GBNF text of the schema (start rule ``root``): what :class:`~grammarmask.Gbnf`
+        (and llama.cpp) parse to the same language (:func:`grammarmask.ir.gbnf.to_gbnf`)."""
+        rules = self.rules()
+        if self._cfg is None:
+            self._cfg = build_cfg(rules)
+        return to_gbnf(self._cfg)
 
     def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
         rules = self.rules()  # again under the compile's limits (a cached hit when they are the same)

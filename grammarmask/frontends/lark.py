@@ -23,6 +23,7 @@ from ..engine import compile_cfg
 from ..errors import BudgetExceeded, GrammarError
 from ..grammar import CompiledGrammar, Grammar
 from ..ir.builder import EMPTY, Expr, Pat, Ref, alt, build_cfg, seq
+from ..ir.gbnf import to_gbnf
 from ..limits import active
 from ..special_tokens import Ref as SpecialRef
 from ..special_tokens import past_lark_literal, require_view, resolve, rewrite_lark_refs, spelling_dfa
@@ -105,9 +106,9 @@ def lark_error(e: Exception, text: str) -> GrammarError:
     return GrammarError(f"lark: {msg}", line=line, column=col, text=text)
 
 
-@functools.lru_cache(maxsize=4096)
 def _dfa_for(regexp: str) -> Any:
-    """The DFA of a terminal pattern (shared by every grammar using it); GrammarError if not regular."""
+    """The DFA of a terminal pattern (shared by every grammar using it, through the process-wide
+    cache of automata :func:`regex_to_dfa` keeps); GrammarError if not regular."""
     from ..automata import regex_to_dfa
 
     try:
@@ -348,6 +349,12 @@ class Lark(Grammar):
     def where_named(self, token: SpecialRef) -> str:
         line, col = self._ref_pos.get(token, (0, 0))
         return f"{self!r}, line {line}, column {col}" if line else repr(self)
+
+    def to_gbnf(self) -> str:
+        """The llama.cpp GBNF text of this grammar (start rule ``root``; ``%ignore`` and longest match
+        written out): what :class:`~grammarmask.Gbnf` parses to the same language
+        (:func:`grammarmask.ir.gbnf.to_gbnf`, which lists what cannot be printed)."""
+        return to_gbnf(self.cfg)
 
     def _cfg(self, specials: Mapping[str, str]) -> Any:
         return lark_to_cfg(self._loaded, start=self.start, source_path=self.source_path,
