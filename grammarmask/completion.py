@@ -430,7 +430,8 @@ class _NativeCfgSolver(_CfgSolver):
         flat = flat_tables(compiled.cfg)  # the combined table read by byte class
         accepting = np.frombuffer(flat["accepting"], dtype=np.uint8).astype(bool)
         table = np.frombuffer(flat["transitions"], dtype=np.int32).reshape(accepting.size, -1)
-        byte_class = np.frombuffer(flat["classes"], dtype=np.uint8).astype(np.intp)
+        by_class = flat["classes"]
+        byte_class = None if by_class is None else np.frombuffer(by_class, np.uint8).astype(np.intp)
         term_of = np.frombuffer(flat["term_of"], dtype=np.int32).tolist()
         super().__init__(compiled, table, accepting, list(flat["starts"]), term_of, list(flat["ignore"]),
                          byte_class)

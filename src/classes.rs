@@ -6,6 +6,41 @@
 
 use std::collections::HashMap;
 
+/// A row-major table of `u32` cells, read where it lies: a slice, or the native-order bytes Python
+/// hands over ([`NeBytes`]), so a 256-column table is never copied into a `Vec` to be read once.
+pub trait Cells {
+    /// Number of cells.
+    fn n_cells(&self) -> usize;
+    /// Cell `i` (`i < n_cells()`).
+    fn cell(&self, i: usize) -> u32;
+}
+
+impl Cells for [u32] {
+    fn n_cells(&self) -> usize {
+        self.len()
+    }
+
+    #[inline]
+    fn cell(&self, i: usize) -> u32 {
+        self[i]
+    }
+}
+
+/// `u32` cells stored as native-order bytes (any alignment; a trailing partial word is ignored).
+pub struct NeBytes<'a>(pub &'a [u8]);
+
+impl Cells for NeBytes<'_> {
+    fn n_cells(&self) -> usize {
+        self.0.len() / 4
+    }
+
+    #[inline]
+    fn cell(&self, i: usize) -> u32 {
+        let b = &self.0[4 * i..4 * i + 4];
+        u32::from_ne_bytes([b[0], b[1], b[2], b[3]])
+    }
+}
+
 /// The byte -> class map of a table, the number of classes, and each class's first byte.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ByteClasses {
@@ -27,19 +62,26 @@ impl ByteClasses {
     /// The classes of the byte table `table[s * width + pre[b]]`: a table already read by a coarser
     /// or equal class map `pre` (values below `width`), whose equal columns are merged here. Exact
     /// whatever `pre` is: two bytes share a class iff every state sends them to the same state.
-    pub fn of_classed_table(pre: &[u8; 256], table: &[u32], width: usize) -> ByteClasses {
-        debug_assert!(width > 0 && table.len() % width == 0);
+    pub fn of_classed_table<C: Cells + ?Sized>(
+        pre: &[u8; 256],
+        table: &C,
+        width: usize,
+    ) -> ByteClasses {
+        debug_assert!(width > 0 && table.n_cells() % width == 0);
         debug_assert!(pre.iter().all(|&c| usize::from(c) < width));
+        let rows = table.n_cells() / width;
         // a hash per column, built row by row (cache friendly), then exact checks per group
         let mut hash = vec![0u64; width];
-        for row in table.chunks_exact(width) {
-            for (h, &t) in hash.iter_mut().zip(row) {
+        for r in 0..rows {
+            for (c, h) in hash.iter_mut().enumerate() {
                 *h = h
                     .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-                    .wrapping_add(u64::from(t) + 1);
+                    .wrapping_add(u64::from(table.cell(r * width + c)) + 1);
             }
         }
-        let same = |a: usize, b: usize| a == b || table.chunks_exact(width).all(|r| r[a] == r[b]);
+        let same = |a: usize, b: usize| {
+            a == b || (0..rows).all(|r| table.cell(r * width + a) == table.cell(r * width + b))
+        };
         let mut map = [0u8; 256];
         let mut reps: Vec<u8> = Vec::new();
         let mut groups: HashMap<u64, Vec<u8>> = HashMap::new(); // hash -> classes with that hash
@@ -73,17 +115,22 @@ impl ByteClasses {
         self.reduce_classed(&Self::identity().map, table, 256)
     }
 
-    /// [`ByteClasses::reduce`] of a table given as in [`ByteClasses::of_classed_table`]; the table
-    /// itself (no copy) when it is already read by these classes.
-    pub fn reduce_classed(&self, pre: &[u8; 256], table: &[u32], width: usize) -> Vec<u32> {
+    /// [`ByteClasses::reduce`] of a table given as in [`ByteClasses::of_classed_table`].
+    pub fn reduce_classed<C: Cells + ?Sized>(
+        &self,
+        pre: &[u8; 256],
+        table: &C,
+        width: usize,
+    ) -> Vec<u32> {
         let cols: Vec<usize> = self
             .reps
             .iter()
             .map(|&b| usize::from(pre[usize::from(b)]))
             .collect();
-        let mut out = Vec::with_capacity(table.len() / width * self.count);
-        for row in table.chunks_exact(width) {
-            out.extend(cols.iter().map(|&c| row[c]));
+        let rows = table.n_cells() / width;
+        let mut out = Vec::with_capacity(rows * self.count);
+        for r in 0..rows {
+            out.extend(cols.iter().map(|&c| table.cell(r * width + c)));
         }
         out
     }
@@ -118,7 +165,7 @@ impl ByteClasses {
 
 #[cfg(test)]
 mod tests {
-    use super::ByteClasses;
+    use super::{ByteClasses, NeBytes};
 
     #[test]
     fn classes_in_order_of_first_appearance() {
@@ -153,9 +200,19 @@ mod tests {
         pre[usize::from(b'x')] = 4;
         pre[usize::from(b'y')] = 4;
         let table = vec![0, 0, 0, 0, 0, 0, 1, 1, 1, 0];
-        let got = ByteClasses::of_classed_table(&pre, &table, 5);
+        let got = ByteClasses::of_classed_table(&pre, &table[..], 5);
         assert_eq!(got, want);
-        assert_eq!(got.reduce_classed(&pre, &table, 5), want.reduce(&dense));
+        assert_eq!(got.reduce_classed(&pre, &table[..], 5), want.reduce(&dense));
+        // the same table as native-order bytes, read in place
+        let bytes: Vec<u8> = table.iter().flat_map(|w| w.to_ne_bytes()).collect();
+        assert_eq!(
+            ByteClasses::of_classed_table(&pre, &NeBytes(&bytes), 5),
+            want
+        );
+        assert_eq!(
+            got.reduce_classed(&pre, &NeBytes(&bytes), 5),
+            want.reduce(&dense)
+        );
         assert!(!got.same_as(&pre, 5));
         assert!(got.same_as(&got.map, got.count));
         assert_eq!(got.sizes(), vec![253, 3]);

@@ -13,6 +13,7 @@ use pyo3::types::PyBytes;
 use crate::cfg::earley::Grammar as CfgRules;
 use crate::cfg::lexer::Lexer as CfgLexer;
 use crate::cfg::{CfgEngine, CfgError, Limits as CfgLimits, State as CfgState};
+use crate::classes::NeBytes;
 use crate::error::{Error, Result};
 use crate::lru::Lru;
 use crate::regular::{Dfa, RegularIndex};
@@ -54,6 +55,16 @@ fn guarded<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T> + Send) -> PyR
             ),
         )),
     }
+}
+
+fn whole_words(data: &[u8], what: &str) -> Result<()> {
+    if data.len() % 4 != 0 {
+        return Err(Error::new(format!(
+            "{what}: {} bytes is not a whole number of 32-bit words",
+            data.len()
+        )));
+    }
+    Ok(())
 }
 
 fn to_u32s_ne(data: &[u8], what: &str) -> Result<Vec<u32>> {
@@ -182,12 +193,13 @@ impl PyRegularIndex {
         let classes: Option<&[u8]> = classes.as_ref().map(|c| c.as_bytes());
         let accepting: Vec<bool> = accepting.as_bytes().iter().map(|&a| a != 0).collect();
         let inner = guarded(py, move || {
-            // the int32 table in native order (a negative entry becomes huge and is refused)
-            let table = to_u32s_ne(table, "native DFA: transitions")?;
+            // the int32 table in native order, read in place (a negative entry becomes huge and is
+            // refused); the DFA keeps its table by class
+            whole_words(table, "native DFA: transitions")?;
             let pre = class_map(classes, "native DFA: classes")?;
             let start = to_usize(start, "native DFA: start")?;
             let cache = to_usize(cache_masks, "native DFA: cache_masks")?;
-            let dfa = Dfa::classed(table, &pre, accepting, start)?;
+            let dfa = Dfa::from_cells(&NeBytes(table), &pre, accepting, start)?;
             Ok((RegularIndex::new(vocab, dfa, 0), cache)) // this wrapper keeps the one mask cache
         })?;
         let (inner, cache) = inner;
@@ -438,7 +450,7 @@ impl PyCfgGrammar {
         let term_of = term_of.as_bytes().to_vec();
         let inner = guarded_cfg(py, move || {
             let grammar_err = |e: Error| CfgError::Grammar(e.0);
-            let table = to_u32s_ne(table, "native CFG lexer: transitions").map_err(grammar_err)?;
+            whole_words(table, "native CFG lexer: transitions").map_err(grammar_err)?;
             let pre = class_map(classes, "native CFG lexer: classes").map_err(grammar_err)?;
             let term_of: Vec<u32> = to_i32s_ne(&term_of, "native CFG lexer: terminals")
                 .map_err(grammar_err)?
@@ -465,7 +477,16 @@ impl PyCfgGrammar {
                 class_trie_max: lim(class_trie_max, "native CFG: class_trie_max")?,
             };
             let cache = lim(cache_masks, "Limits.cfg_masks")?;
-            let lexer = CfgLexer::classed(table, &pre, accepting, term_of, starts, greedy, ignore)?;
+            // read in place: the lexer keeps its table by class, never a 256-column copy
+            let lexer = CfgLexer::from_cells(
+                &NeBytes(table),
+                &pre,
+                accepting,
+                term_of,
+                starts,
+                greedy,
+                ignore,
+            )?;
             let rules = CfgRules::new(
                 n_nt,
                 n_terms,

@@ -11,7 +11,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::classes::ByteClasses;
+use crate::classes::{ByteClasses, Cells};
 use crate::error::{Error, Result};
 use crate::lru::Lru;
 use crate::trie::TokenTrie;
@@ -36,20 +36,30 @@ impl Dfa {
 
     /// Check and wrap a table given by byte class: `table[s * width + pre[b]]`, `width` its columns
     /// (`table.len() / accepting.len()`), every `pre[b]` below it. The classes kept are exact (equal
-    /// columns merged); the table is copied only when `pre` was not already so.
+    /// columns merged).
     pub fn classed(
         table: Vec<u32>,
         pre: &[u8; 256],
         accepting: Vec<bool>,
         start: usize,
     ) -> Result<Dfa> {
+        Self::from_cells(&table[..], pre, accepting, start)
+    }
+
+    /// [`Dfa::classed`] reading the table where it lies (the bytes Python handed over): only the
+    /// `states x classes` copy is kept, never a 256-column one.
+    pub fn from_cells<C: Cells + ?Sized>(
+        table: &C,
+        pre: &[u8; 256],
+        accepting: Vec<bool>,
+        start: usize,
+    ) -> Result<Dfa> {
         let n = accepting.len();
-        let width = table.len().checked_div(n).unwrap_or(0);
-        if n == 0 || n >= u32::MAX as usize || width == 0 || width > 256 || table.len() != n * width
-        {
+        let cells = table.n_cells();
+        let width = cells.checked_div(n).unwrap_or(0);
+        if n == 0 || n >= u32::MAX as usize || width == 0 || width > 256 || cells != n * width {
             return Err(Error::new(format!(
-                "native DFA: {} transitions do not make {n} rows of 256 or of its byte classes",
-                table.len()
+                "native DFA: {cells} transitions do not make {n} rows of 256 or of its byte classes"
             )));
         }
         if let Some(b) = (0..256).find(|&b| usize::from(pre[b]) >= width) {
@@ -58,12 +68,12 @@ impl Dfa {
                 pre[b]
             )));
         }
-        if table[..width].iter().any(|&t| t != 0) || accepting[0] {
+        if (0..width).any(|i| table.cell(i) != 0) || accepting[0] {
             return Err(Error::new(
                 "native DFA: state 0 must be the dead state (row of zeros, not accepting)",
             ));
         }
-        if let Some(bad) = table.iter().find(|&&t| t as usize >= n) {
+        if let Some(bad) = (0..cells).map(|i| table.cell(i)).find(|&t| t as usize >= n) {
             return Err(Error::new(format!(
                 "native DFA: transition to state {bad} of {n}"
             )));
@@ -73,12 +83,8 @@ impl Dfa {
                 "native DFA: start state {start} out of range ({n} states)"
             )));
         }
-        let classes = ByteClasses::of_classed_table(pre, &table, width);
-        let table = if classes.same_as(pre, width) {
-            table
-        } else {
-            classes.reduce_classed(pre, &table, width)
-        };
+        let classes = ByteClasses::of_classed_table(pre, table, width);
+        let table = classes.reduce_classed(pre, table, width);
         Ok(Dfa {
             classes,
             table,

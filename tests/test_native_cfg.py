@@ -408,11 +408,12 @@ def test_class_compressed_lexer_tables_give_the_dense_tables_masks(class_trie_ma
     g = Lark(MANY_CLASSES)
     classes, k = lexer_classes(g.cfg)
     assert k == 45 and classes[ord("a")] == classes[ord("z")] != classes[ord("A")] != classes[ord("B")]
-    flat = flat_tables(g.cfg)
+    flat = flat_tables(g.cfg, dense_states=0)  # by class however small
     n = len(flat["accepting"])
     assert len(flat["transitions"]) == 4 * n * k
     table = np.frombuffer(flat["transitions"], dtype=np.int32).reshape(n, k)
     dense = {**flat, "transitions": np.ascontiguousarray(table[:, classes]).tobytes(), "classes": None}
+    assert dense == flat_tables(g.cfg)  # what a grammar this small hands over
     limits = (10_000, 10_000, 16, 4096, 10_000, 64)
     nv = native_vocabulary(MANY_VOCAB)
     by_class = _engine.CfgGrammar(nv, **flat, limits=limits, class_trie_max=class_trie_max)

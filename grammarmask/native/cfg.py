@@ -22,9 +22,9 @@ from ..grammar import CompiledGrammar
 from ..ir.cfg import Cfg
 from ..limits import Limits, active
 from ..vocab import Vocabulary
-from . import _engine, native_vocabulary
+from . import DENSE_STATES, _engine, native_vocabulary
 
-__all__ = ["CLASS_TRIE_MAX", "NativeCompiledCfg", "flat_tables"]
+__all__ = ["CLASS_TRIE_MAX", "DENSE_STATES", "NativeCompiledCfg", "flat_tables", "lexer_classes"]
 
 Words = npt.NDArray[np.uint32]
 
@@ -51,16 +51,21 @@ def lexer_classes(cfg: Cfg) -> tuple[npt.NDArray[np.int32], int]:
     return column_classes(np.stack(maps))
 
 
-def flat_tables(cfg: Cfg) -> dict[str, Any]:
-    """The arguments of ``_engine.CfgGrammar`` that describe ``cfg``: the combined lexer table read
-    by byte class (``transitions`` ``(n, k)``, ``classes`` the byte -> column map) and the rules as
-    flat arrays. No 256-column table is made: a 100,000-word enum's terminal of 200,000 states
-    takes 23 MB over its 29 classes instead of 200 MB."""
+def flat_tables(cfg: Cfg, dense_states: int = DENSE_STATES) -> dict[str, Any]:
+    """The arguments of ``_engine.CfgGrammar`` that describe ``cfg``: the combined lexer table and
+    the rules as flat arrays. Over ``dense_states`` states the table is read by byte class
+    (``transitions`` ``(n, k)``, ``classes`` the byte -> column map; a 100,000-word enum's terminal
+    of 200,000 states takes 23 MB over its 29 classes instead of 200 MB), else it has 256 columns
+    (``classes`` None)."""
     terms = cfg.terminals
-    classes, k = lexer_classes(cfg)
-    reps = class_reps(classes, k)
     sizes = [t.dfa.n_states - 1 for t in terms]
     total = 1 + sum(sizes)
+    classes: npt.NDArray[np.int32] | None = None
+    cols: slice | npt.NDArray[np.intp] = slice(None)
+    k = 256
+    if total > dense_states:
+        classes, k = lexer_classes(cfg)
+        cols = class_reps(classes, k)  # the DFAs' columns of the classes' first bytes
     table = np.zeros((total, k), dtype=np.int32)
     acc = np.zeros(total, dtype=np.uint8)
     term_of = np.full(total, -1, dtype=np.int32)
@@ -68,7 +73,7 @@ def flat_tables(cfg: Cfg) -> dict[str, Any]:
     off = 0  # local state s >= 1 of terminal i -> global off + s
     for i, t in enumerate(terms):
         block = table[off + 1 : off + 1 + sizes[i]]  # filled in place: no 64-bit copy of a big DFA
-        block[...] = t.dfa.transitions[1:, reps]  # the DFA's columns of the classes' first bytes
+        block[...] = t.dfa.transitions[1:, cols]
         np.add(block, off, out=block, where=block != 0)
         acc[off + 1 : off + 1 + sizes[i]] = np.asarray(t.dfa.accepting, dtype=bool)[1:]
         term_of[off + 1 : off + 1 + sizes[i]] = i
@@ -82,7 +87,7 @@ def flat_tables(cfg: Cfg) -> dict[str, Any]:
     ignore = set(cfg.ignore)
     return {
         "transitions": table.tobytes(),
-        "classes": classes.astype(np.uint8).tobytes(),
+        "classes": None if classes is None else classes.astype(np.uint8).tobytes(),
         "accepting": acc.tobytes(),
         "term_of": term_of.tobytes(),
         "starts": starts,

@@ -13,7 +13,7 @@ from ..automata.dfa import class_reps
 from ..grammar import CompiledGrammar
 from ..limits import active
 from ..vocab import Vocabulary
-from . import _engine, native_vocabulary
+from . import DENSE_STATES, _engine, native_vocabulary
 
 __all__ = ["NativeDfaCompiledGrammar"]
 
@@ -35,17 +35,19 @@ class NativeDfaCompiledGrammar(CompiledGrammar):
     def __init__(self, vocab: Vocabulary, dfa: DFA) -> None:
         self.vocab = vocab
         self.dfa = dfa
-        # the table read by byte class (a column per class, the map beside): a 200,000-state DFA
-        # over 29 classes hands over 23 MB, not the 200 MB of its 256 columns
-        classes, k = dfa.byte_classes()
+        # a large table by byte class (a column per class, the map beside; see DENSE_STATES)
+        table, by_class = dfa.transitions, None
+        if dfa.n_states > DENSE_STATES:
+            classes, k = dfa.byte_classes()
+            table, by_class = dfa.transitions[:, class_reps(classes, k)], classes.astype(np.uint8).tobytes()
         self.index = _engine.RegularIndex(
             native_vocabulary(vocab),
-            dfa.transitions[:, class_reps(classes, k)].tobytes(),
+            table.tobytes(),
             dfa.accepting.tobytes(),
             dfa.start,
             active().index_masks,
             _read_only_words,
-            classes.astype(np.uint8).tobytes(),
+            by_class,
         )
 
     def initial_state(self) -> int:

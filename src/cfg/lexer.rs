@@ -15,7 +15,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::CfgError;
-use crate::classes::ByteClasses;
+use crate::classes::{ByteClasses, Cells};
 
 /// No id (a dead transition, a lexeme that cannot go on).
 pub const NONE: u32 = u32::MAX;
@@ -56,8 +56,7 @@ impl Lexer {
 
     /// [`Lexer::new`] with the table given by byte class: `table[s * width + pre[b]]` for byte `b`,
     /// `width` the table's columns (`table.len() / accepting.len()`). Any `pre` with values below
-    /// `width` will do; the classes kept are the exact ones (equal columns merged), so the table is
-    /// copied only when `pre` was not already exact and numbered by first appearance.
+    /// `width` will do; the classes kept are the exact ones (equal columns merged).
     #[allow(clippy::too_many_arguments)]
     pub fn classed(
         table: Vec<u32>,
@@ -68,20 +67,35 @@ impl Lexer {
         greedy: Vec<bool>,
         ignore: Vec<bool>,
     ) -> Result<Lexer, CfgError> {
+        Self::from_cells(&table[..], pre, accepting, term_of, start, greedy, ignore)
+    }
+
+    /// [`Lexer::classed`] reading the table where it lies (the bytes Python handed over): the lexer
+    /// keeps only its `states x classes` copy, never a 256-column one.
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_cells<C: Cells + ?Sized>(
+        table: &C,
+        pre: &[u8; 256],
+        accepting: Vec<bool>,
+        term_of: Vec<u32>,
+        start: Vec<u32>,
+        greedy: Vec<bool>,
+        ignore: Vec<bool>,
+    ) -> Result<Lexer, CfgError> {
         let n = accepting.len();
         let n_terms = start.len();
         let bad = |m: String| Err(CfgError::Grammar(format!("native CFG lexer: {m}")));
-        let width = table.len().checked_div(n).unwrap_or(0);
+        let cells = table.n_cells();
+        let width = cells.checked_div(n).unwrap_or(0);
         if n == 0
             || n >= NONE as usize
             || width == 0
             || width > 256
-            || table.len() != n * width
+            || cells != n * width
             || term_of.len() != n
         {
             return bad(format!(
-                "{} transitions and {} terminal labels do not fit {n} states",
-                table.len(),
+                "{cells} transitions and {} terminal labels do not fit {n} states",
                 term_of.len()
             ));
         }
@@ -94,10 +108,10 @@ impl Lexer {
         if greedy.len() != n_terms || ignore.len() != n_terms {
             return bad("per-terminal tables differ in length".into());
         }
-        if table[..width].iter().any(|&t| t != 0) || accepting[0] {
+        if (0..width).any(|i| table.cell(i) != 0) || accepting[0] {
             return bad("state 0 must be the dead state".into());
         }
-        if let Some(t) = table.iter().find(|&&t| t as usize >= n) {
+        if let Some(t) = (0..cells).map(|i| table.cell(i)).find(|&t| t as usize >= n) {
             return bad(format!("transition to state {t} of {n}"));
         }
         if let Some(s) = (1..n).find(|&s| term_of[s] as usize >= n_terms) {
@@ -106,12 +120,8 @@ impl Lexer {
         if let Some(s) = start.iter().find(|&&s| s as usize >= n) {
             return bad(format!("start state {s} of {n}"));
         }
-        let classes = ByteClasses::of_classed_table(pre, &table, width);
-        let table = if classes.same_as(pre, width) {
-            table
-        } else {
-            classes.reduce_classed(pre, &table, width)
-        };
+        let classes = ByteClasses::of_classed_table(pre, table, width);
+        let table = classes.reduce_classed(pre, table, width);
         let reaccept = reaccepting(&table, classes.count, &accepting);
         let mut ignore_starts: Vec<u32> = (0..n_terms)
             .filter(|&t| ignore[t] && start[t] != 0)
