@@ -5,7 +5,13 @@
 - :func:`per_vocabulary`: state shared by every grammar compiled against one vocabulary (its token
   trie, shared walks), kept beside the vocabulary and freed with it.
 
-Their bounds come from :class:`grammarmask.Limits`.
+Their bounds come from :class:`grammarmask.Limits`. One :class:`Lru` is kept per process, not per
+vocabulary: :func:`automaton` keeps the automata (byte DFAs) the front ends build for terminals, so
+that equal terminals of later grammars (JSON strings and numbers, keys, patterns) are not built again.
+Bounded by ``Limits.shared_automata`` entries and ``Limits.shared_automata_bytes`` bytes of tables,
+as the limits in force at its first use say: a DFA's table is 1 KB a state, and a bounded string of a
+schema (``maxLength: 5000``) alone is 5 MB, so a cache bounded only by its number of entries held
+hundreds of MB after a few hundred distinct schemas (``benchmarks/soak_schemas.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Lru", "forget", "per_vocabulary"]
+__all__ = ["Lru", "automata", "automaton", "forget", "per_vocabulary"]
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -113,3 +119,35 @@ def forget(vocab: Any, name: str | None = None) -> None:
                 store.clear()
             else:
                 store.pop(name, None)
+
+
+_AUTOMATA: Lru[Hashable, Any] | None = None
+_AUTOMATA_LOCK = threading.Lock()
+
+
+def automata() -> Lru[Hashable, Any]:
+    """The process-wide cache of terminal automata (made at first use, with the limits then in force)."""
+    global _AUTOMATA
+    got = _AUTOMATA
+    if got is None:
+        from .limits import active
+
+        with _AUTOMATA_LOCK:
+            if _AUTOMATA is None:
+                lim = active()
+                _AUTOMATA = Lru(lim.shared_automata, lim.shared_automata_bytes)
+            got = _AUTOMATA
+    return got
+
+
+def table_bytes(dfa: Any) -> int:
+    """The bytes of a DFA's transition table and accepting flags (what :func:`automaton` weighs)."""
+    return int(dfa.transitions.nbytes + dfa.accepting.nbytes)
+
+
+def automaton(key: Hashable, make: Callable[[], T]) -> T:
+    """The automaton kept under ``key`` (a tuple naming the builder and its arguments) in the
+    process-wide cache of :func:`automata`, made by ``make()`` and kept if missing. ``make`` must
+    return a DFA and depend on nothing but ``key``; an exception it raises is not kept."""
+    got: T = automata().get_or_make(key, make, table_bytes)
+    return got

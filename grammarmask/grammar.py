@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._args import as_int
-from .cache import Lru, per_vocabulary
+from .cache import Lru, per_vocabulary, table_bytes
 from .compile_cache import compile_through
 from .engine import in_use as engine_in_use
 from .engine import native_cfg
@@ -93,12 +93,15 @@ class Grammar(ABC):
                 compiled = self._compile(vocab)
             else:
                 cache: Lru[Hashable, CompiledGrammar] = per_vocabulary(
-                    vocab, "compiled", lambda: Lru(lim.compiled_per_vocabulary)
+                    vocab,
+                    "compiled",
+                    lambda: Lru(lim.compiled_per_vocabulary, lim.compiled_bytes_per_vocabulary),
                 )
                 # the CFG engine under "native" follows GRAMMARMASK_NATIVE_CFG, read at each compile
                 compiled = cache.get_or_make(
                     (type(self).__qualname__, key, lim, name, name == "native" and native_cfg()),
-                    lambda: compile_through(self, vocab, key, lim, name, lambda: self._compile(vocab)))
+                    lambda: compile_through(self, vocab, key, lim, name, lambda: self._compile(vocab)),
+                    compiled_bytes)
         if getattr(compiled, "_source", None) is None:  # what pickling needs to compile it again
             compiled._source = (self, vocab, lim, name)
         return compiled
@@ -214,6 +217,24 @@ class CompiledGrammar(ABC):
     def matcher(self) -> Matcher:
         """A fresh matcher at the start of the language."""
         return Matcher(self)
+
+
+def compiled_bytes(compiled: CompiledGrammar) -> int:
+    """What a kept compiled grammar weighs in the compiled-grammar cache: the tables it holds when
+    compiled (its terminals' or its DFA's, and the native engine's), not the mask caches that fill
+    as it is used (bounded on their own: ``Limits.cfg_masks``, ``index_masks``, ...)."""
+    n = 0
+    cfg = getattr(compiled, "cfg", None)
+    for t in getattr(cfg, "terminals", ()):
+        n += table_bytes(t.dfa)
+    dfa = getattr(compiled, "dfa", None)
+    if dfa is not None and hasattr(dfa, "transitions"):
+        n += table_bytes(dfa)
+    for part in ("engine", "index"):
+        words = getattr(getattr(compiled, part, None), "table_words", None)
+        if isinstance(words, int):
+            n += 4 * words
+    return n
 
 
 def _derive_forced_bytes(compiled: CompiledGrammar, state: State, limit: int = 256) -> bytes:

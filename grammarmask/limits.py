@@ -28,10 +28,21 @@ class Limits:
 
     # ---- caches kept per vocabulary ----------------------------------------------------------------
     #: compiled grammars kept per vocabulary, for compiles of equal grammars (32; each holds mask
-    #: caches of up to ~80 MB)
+    #: caches of up to ~80 MB) and the bytes of the tables they hold when compiled (128 MiB: a JSON
+    #: string of ``maxLength: n`` alone is about 17 KB x n, twice: the DFA and the engine's copy;
+    #: the newest is kept even if it alone is over)
     compiled_per_vocabulary: int = 32
+    compiled_bytes_per_vocabulary: int = 128 << 20
     #: token tries compressed by byte class, kept per vocabulary (8; a few MB each on 131k tokens)
     class_tries_per_vocabulary: int = 8
+
+    # ---- the cache kept per process -------------------------------------------------------------------
+    #: terminal automata (byte DFAs of patterns, literals, bounded strings, key sets, intersections)
+    #: kept for equal terminals of later grammars, in one cache per process sized by the first
+    #: compile (4096) and by their tables' bytes (32 MiB: a table is 1 KB a state, a JSON string of
+    #: ``maxLength: 5000`` 5 MB; the newest is kept even if it alone is over)
+    shared_automata: int = 4096
+    shared_automata_bytes: int = 32 << 20
 
     # ---- the regular engine (token index of a DFA) ---------------------------------------------------
     #: masks kept per compiled regular grammar (512; 16 KB each on 131k tokens)

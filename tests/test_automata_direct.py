@@ -50,7 +50,7 @@ def _nfa_path(pattern: str) -> DFA:
     saved = regex.direct_dfa
     regex.direct_dfa = lambda *a: None
     try:
-        return regex._cached.__wrapped__(pattern, 0, 20 * regex.DEFAULT_MAX_STATES)
+        return regex._build(pattern, 0, 20 * regex.DEFAULT_MAX_STATES)
     finally:
         regex.direct_dfa = saved
 
@@ -81,9 +81,9 @@ def test_composed_dfa_matches_re_and_nfa_path(pattern: str, samples: list[str]) 
     ],
 )
 def test_composed_equals_nfa_path(pattern: str) -> None:
-    dfa = _composed(pattern) or regex._cached.__wrapped__(pattern, 0, regex.DEFAULT_MAX_STATES)
+    dfa = _composed(pattern) or regex._build(pattern, 0, regex.DEFAULT_MAX_STATES)
     assert isomorphic(dfa, _nfa_path(pattern))
-    assert isomorphic(regex._cached.__wrapped__(pattern, 0, regex.DEFAULT_MAX_STATES), dfa)
+    assert isomorphic(regex._build(pattern, 0, regex.DEFAULT_MAX_STATES), dfa)
     assert dfa.matches(b'"' + b"a" * 300 + b'"') == bool(re.fullmatch(pattern, '"' + "a" * 300 + '"'))
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..cache import automaton
 from ..errors import BudgetExceeded, GrammarError
 from ..limits import active
 from .charsets import (
@@ -74,7 +75,9 @@ def regex_to_dfa(pattern: str, flags: int = 0, *, max_states: int = DEFAULT_MAX_
         raise GrammarError(f"expected a str pattern, got {type(pattern).__name__}")
     limits = active()
     check_depth(pattern, limits.regex_depth)
-    return _cached(pattern, flags, max_states, limits.regex_subset_work)
+    work = limits.regex_subset_work
+    return automaton(("regex_to_dfa", pattern, flags, max_states, work),
+                     lambda: _build(pattern, flags, max_states, work))
 
 
 _FRAMES = 8  # Python frames one level of group nesting may take (re's parser, the NFA builder)
@@ -110,8 +113,8 @@ def check_depth(pattern: str, budget: int) -> None:
     stack_room(_FRAMES * deepest)
 
 
-@functools.lru_cache(maxsize=32)  # DFAs are immutable; bounded memory
-def _cached(pattern: str, flags: int, max_states: int, work: int | None = None) -> DFA:
+def _build(pattern: str, flags: int, max_states: int, work: int | None = None) -> DFA:
+    """:func:`regex_to_dfa` without the cache (kept in the process-wide cache of automata)."""
     plain = _plain_alternation(pattern, flags)
     if plain is not None:  # fastest path: "(?:lit|lit|...)" without any syntax to parse
         return _check_size(from_strings(x.encode("utf-8") for x in plain), max_states)

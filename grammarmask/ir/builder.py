@@ -28,7 +28,6 @@ blow-up), and ``x{m,n}`` is ``m`` copies of ``x`` then a chain of ``n - m`` nest
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from ..cache import automaton
 from ..errors import GrammarError
 from .cfg import Cfg, Rule, Terminal
 
@@ -190,18 +190,18 @@ def to_lark(rules: Mapping[str, Expr], start: str = "start") -> str:
     return "".join(f"{n}: {rules[n]}\n" for n in order)
 
 
-@functools.lru_cache(maxsize=4096)
 def _regex_dfa(regex: str) -> Any:
+    """The DFA of a terminal's pattern (kept by :func:`regex_to_dfa` in the process-wide cache of
+    automata, bounded by ``Limits.shared_automata`` and ``shared_automata_bytes``)."""
     from ..automata import regex_to_dfa
 
     return regex_to_dfa(regex)
 
 
-@functools.lru_cache(maxsize=4096)
 def _literal_dfa(text: str) -> Any:
     from ..automata import literal_dfa
 
-    return literal_dfa(text.encode("utf-8"))
+    return automaton(("literal", text), lambda: literal_dfa(text.encode("utf-8")))
 
 
 class _Lowering:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 
 from ...automata import DFA, difference, product, regex_to_dfa
+from ...cache import automaton
 from ...errors import GrammarError
 from ...ir.builder import Pat
 from .strings import quoted_plain_dfa
@@ -55,9 +56,13 @@ def ordered(parts: set[str]) -> tuple[str, ...]:
     return tuple(sorted(parts, key=lambda p: (not p.startswith("!"), p)))
 
 
-@functools.lru_cache(maxsize=512)
 def intersection_dfa(parts: tuple[str, ...], max_states: int) -> DFA:
-    """The DFA of the intersection (exact); raises TooLarge past ``max_states`` states."""
+    """The DFA of the intersection (exact), kept in the process-wide cache of automata; raises
+    TooLarge past ``max_states`` states."""
+    return automaton(("intersection", parts, max_states), lambda: _intersection_dfa(parts, max_states))
+
+
+def _intersection_dfa(parts: tuple[str, ...], max_states: int) -> DFA:
     try:
         pos = [quoted_plain_dfa(p, max_states) or regex_to_dfa(p, max_states=max_states)
                for p in parts if not p.startswith("!")]

@@ -25,7 +25,7 @@ from ...automata import DFA, difference, regex_to_dfa
 from ...automata.ops import from_strings, repeat
 from ...automata.regex import _literal_set
 from ...automata.regex import parse as parse_regex
-from ...cache import Lru
+from ...cache import Lru, automaton
 from ...errors import UnsupportedSchemaError
 from ...ir.builder import Pat
 
@@ -332,10 +332,15 @@ def key_not_in_terminal(words: Iterable[str]) -> Pat:
     return Pat(regex, partial(key_not_in_dfa, keys))
 
 
-@lru_cache(maxsize=512)  # built once for every compile of a schema with the same declared keys
 def key_not_in_dfa(words: tuple[str, ...]) -> DFA:
     """The DFA of ``"`` ``key_not_in(words)`` ``"``: any quoted string (canonical forms) minus the
-    quoted JSON texts of ``words``, as a product automaton (linear in the total key length)."""
+    quoted JSON texts of ``words``, as a product automaton (linear in the total key length). Built
+    once for every compile of a schema with the same declared keys, while the process-wide cache of
+    automata keeps it."""
+    return automaton(("key_not_in", words), lambda: _key_not_in_dfa(words))
+
+
+def _key_not_in_dfa(words: tuple[str, ...]) -> DFA:
     anything = regex_to_dfa(f'"{_ANY_CANON}*"')
     if not words:
         return anything
@@ -553,10 +558,11 @@ def quoted_plain_dfa(regex: str, max_states: int = 10_000) -> DFA | None:
     subset construction: ~20 ms instead of ~0.4 s for {0,256}); None for any other regex. Past
     ``max_states`` states (the default is :func:`regex_to_dfa`'s) it raises GrammarError."""
     bounds = plain_bounds(regex)
-    return None if bounds is None else _quoted_plain(*bounds, max_states)
+    if bounds is None:
+        return None
+    return automaton(("quoted_plain", *bounds, max_states), lambda: _quoted_plain(*bounds, max_states))
 
 
-@lru_cache(maxsize=256)
 def _quoted_plain(lo: int, hi: int | None, max_states: int) -> DFA:
     body = repeat(regex_to_dfa(ANY_CHAR), lo, hi, max_states=max_states - 2)
     t, acc = body.transitions, body.accepting

@@ -1,0 +1,122 @@
+"""The automata the front ends build stay within the process-wide cache's bounds.
+
+A long-running process compiles many distinct schemas (``benchmarks/soak_schemas.py``). Each bounded
+string (``maxLength: n``) is a DFA of about ``n`` states, 1 KB a state; the front ends kept these in
+``functools`` caches bounded only by their number of entries (4,096 patterns, 512 key sets and
+intersections, 256 bounded strings), which held hundreds of MB after a few hundred distinct schemas.
+They now go through one ``grammarmask.cache.automata()`` Lru, bounded by ``Limits.shared_automata``
+entries and ``Limits.shared_automata_bytes`` bytes of tables; no other cache may keep them.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+
+import pytest
+
+import grammarmask as gm
+from grammarmask import cache
+from grammarmask.automata.dfa import DFA
+
+MAX_BYTES = 2 << 20
+
+
+@pytest.fixture
+def small_automata(monkeypatch: pytest.MonkeyPatch) -> Iterator[cache.Lru[object, object]]:
+    """A fresh, small process-wide cache of automata for the test (the real one is left as it was)."""
+    small: cache.Lru[object, object] = cache.Lru(16, max_bytes=MAX_BYTES)
+    monkeypatch.setattr(cache, "_AUTOMATA", small)
+    yield small
+
+
+def _vocab() -> gm.Vocabulary:
+    tokens = [bytes([b]) for b in range(32, 127)] + [b'"', b'{"', b'"}', b'":', b"ab", b"k1", b""]
+    return gm.Vocabulary(tokens, eos_token_id=len(tokens) - 1)
+
+
+def _schema(i: int) -> dict[str, object]:
+    """Distinct per ``i``: a bounded string (17 states a character: 500-1,200 KB of table), a
+    pattern, a key set."""
+    return {
+        "type": "object",
+        "properties": {
+            f"k{i}": {"type": "string", "maxLength": 30 + i},
+            f"p{i}": {"type": "string", "pattern": f"^a{{{i % 7 + 1},{i + 8}}}$"},
+        },
+        "required": [f"k{i}"],
+        "additionalProperties": {"type": "integer"},
+    }
+
+
+def _accepts(compiled: gm.CompiledGrammar, text: bytes) -> bool:
+    """Whether the grammar takes ``text`` fed one byte token at a time (token ``b - 32``)."""
+    m = compiled.matcher()
+    return all(m.try_advance(b - 32) for b in text) and m.is_accepting()
+
+
+def _live_table_bytes() -> int:
+    gc.collect()
+    return sum(cache.table_bytes(o) for o in gc.get_objects() if type(o) is DFA)
+
+
+def test_default_bounds_are_limits_fields() -> None:
+    lim = gm.Limits()
+    assert lim.shared_automata == 4096 and lim.shared_automata_bytes == 32 << 20
+    a = cache.automata()
+    assert a is cache.automata()  # one per process
+    assert a.limit >= 1 and a.max_bytes is not None
+
+
+def test_distinct_schemas_keep_automata_within_the_bounds(small_automata: cache.Lru[object, object]) -> None:
+    vocab = _vocab()
+    limits = gm.Limits(compiled_per_vocabulary=1)
+    base = _live_table_bytes()
+    seen_over = 0
+    for i in range(40):
+        compiled = gm.JsonSchema(_schema(i)).compile(vocab, limits=limits)
+        assert _accepts(compiled, b'{"k%d":"ab"}' % i)
+        assert _accepts(compiled, b'{"k%d":"%s","x":7}' % (i, b"a" * (30 + i)))
+        assert not _accepts(compiled, b'{"k%d":"%s"}' % (i, b"a" * (31 + i)))
+        assert len(small_automata) <= 16
+        seen_over = max(seen_over, len(small_automata))
+        # the newest entry is kept alone even if it is over the bytes bound; never two over it
+        assert small_automata.nbytes <= MAX_BYTES or len(small_automata) == 1
+    assert seen_over >= 2  # the schemas did put automata in the cache
+    del compiled
+    cache.forget(vocab)  # the kept compiled grammar, and every per-vocabulary cache
+    # forty bounded strings were built (over 30 MB of tables): what is still alive
+    # is what the bounded cache holds plus module constants (the JSON character, a few KB)
+    live = _live_table_bytes() - base
+    assert live <= small_automata.nbytes + (256 << 10), (live, small_automata.nbytes)
+
+
+def test_equal_terminals_are_built_once(small_automata: cache.Lru[object, object]) -> None:
+    vocab = _vocab()
+    gm.JsonSchema(_schema(1)).compile(vocab, limits=gm.Limits(compiled_per_vocabulary=0))
+    kept = dict(small_automata._data)
+    assert len(kept) >= 5  # literals, keys, the string's and the pattern's DFAs
+    retitled = gm.JsonSchema({**_schema(1), "title": "another"})
+    again = retitled.compile(vocab, limits=gm.Limits(compiled_per_vocabulary=0))
+    for k, v in kept.items():  # the second compile found each in the cache: the same objects
+        assert small_automata._data.get(k) is v
+    assert _accepts(again, b'{"k1":"ab","p1":"aaaa"}') and not _accepts(again, b'{"p1":"aaaa"}')
+
+
+def test_compiled_grammars_kept_within_their_bytes() -> None:
+    """The vocabulary's compiled-grammar cache is bounded by the tables its grammars hold, as well
+    as by their number (``Limits.compiled_bytes_per_vocabulary``)."""
+    from grammarmask.grammar import compiled_bytes
+
+    vocab = _vocab()
+    limits = gm.Limits(compiled_per_vocabulary=32, compiled_bytes_per_vocabulary=3 << 20)
+    weights = []
+    for i in range(12):
+        compiled = gm.JsonSchema(_schema(i)).compile(vocab, limits=limits)
+        weights.append(compiled_bytes(compiled))
+        kept = cache.per_vocabulary(vocab, "compiled", dict)
+        assert isinstance(kept, cache.Lru)
+        assert kept.nbytes <= 3 << 20 or len(kept) == 1
+        assert compiled is gm.JsonSchema(_schema(i)).compile(vocab, limits=limits)  # the newest is kept
+    assert min(weights) > 500_000  # each holds its bounded string's DFA (about 17 KB a character)
+    assert len(kept) < 12  # so not all twelve were kept
