@@ -175,6 +175,10 @@ def reference(kind: str, data: Any, opts: dict[str, Any]) -> Callable[[str], boo
 
 
 def child(name: str) -> None:
+    import cold_cache  # benchmarks/ is on sys.path: this file runs as a script
+
+    cold_cache.use()  # a fresh grammar cache per case: no case reads what an earlier one compiled
+
     import grammarmask as gm
     from grammarmask.errors import GrammarError, TokenRejected
 
