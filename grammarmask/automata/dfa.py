@@ -7,7 +7,8 @@ from ``start`` and can reach an accepting state) and minimal, so a state that is
 has a completion, and ``start == 0`` means the language is empty.
 
 Minimisation is Moore's partition refinement (Moore 1956), vectorised with numpy over the
-automaton's byte classes.
+automaton's byte classes, on the states some cycle reaches; the states no cycle reaches are then
+classified bottom up (Revuz 1992).
 """
 
 from __future__ import annotations
@@ -218,10 +219,17 @@ def _reduced(t: IntArray) -> tuple[IntArray, npt.NDArray[np.int32], npt.NDArray[
 
 def trim(transitions: IntArray, accepting: BoolArray, start: int) -> DFA:
     """Drop unreachable and dead-end states, renumber with dead state 0, keep the language."""
+    return _trim(transitions, accepting, start)[0]
+
+
+def _trim(transitions: IntArray, accepting: BoolArray, start: int) -> tuple[DFA, npt.NDArray[np.intp]]:
+    """:func:`trim`, and a representative byte per byte class of ``transitions`` (the trimmed
+    table's columns at those bytes tell its states apart as well: :func:`minimize` reads them
+    instead of grouping the columns again)."""
     t = np.asarray(transitions, dtype=np.int32)
     acc = np.asarray(accepting, dtype=np.bool_)
     n = t.shape[0]
-    red, _, _ = _reduced(t)
+    red, _, class_bytes = _reduced(t)
     reach = np.zeros(n, dtype=np.bool_)
     reach[start] = True
     frontier = np.array([start])
@@ -251,7 +259,7 @@ def trim(transitions: IntArray, accepting: BoolArray, start: int) -> DFA:
         frontier = preds
     live[0] = False
     if not live[start]:
-        return DFA(np.zeros((1, 256), np.int32), np.zeros(1, np.bool_), 0)
+        return DFA(np.zeros((1, 256), np.int32), np.zeros(1, np.bool_), 0), class_bytes
     keep_states = np.flatnonzero(live)
     new_id = np.zeros(n, dtype=np.int32)
     new_id[keep_states] = np.arange(1, keep_states.size + 1, dtype=np.int32)
@@ -259,7 +267,7 @@ def trim(transitions: IntArray, accepting: BoolArray, start: int) -> DFA:
     new_t[1:] = new_id[t[keep_states]]
     new_acc = np.zeros(keep_states.size + 1, dtype=np.bool_)
     new_acc[1:] = acc[keep_states]
-    return DFA(new_t, new_acc, int(new_id[start]))
+    return DFA(new_t, new_acc, int(new_id[start])), class_bytes
 
 
 def _ranges(lo: npt.NDArray[np.intp], hi: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:
@@ -273,28 +281,27 @@ def _ranges(lo: npt.NDArray[np.intp], hi: npt.NDArray[np.intp]) -> npt.NDArray[n
 
 
 def minimize(dfa: DFA) -> DFA:
-    """The minimal trimmed DFA of the same language (Moore partition refinement)."""
-    d = trim(dfa.transitions, dfa.accepting, dfa.start)
+    """The minimal trimmed DFA of the same language.
+
+    Moore's partition refinement (Moore 1956) needs as many rounds as the longest chain of states
+    it must tell apart, and each round reads the whole table: a 12,000-state key-set complement
+    took 0.8 s. So a large DFA is split first: the states no cycle reaches (a JSON Schema's key
+    trie, a counted string's chain) form a DAG above the rest; Moore runs on the rest (closed under
+    transitions, so its classes are the Nerode classes), and the DAG is classified bottom up, a
+    state's class being its (accepting, successors' classes) signature (Revuz 1992's
+    minimisation of acyclic automata, over a minimised core).
+    """
+    d, class_bytes = _trim(dfa.transitions, dfa.accepting, dfa.start)
     if d.start == 0:
         return d
-    red, classes, _ = _reduced(d.transitions)
+    red = np.ascontiguousarray(d.transitions[:, class_bytes])
     n = d.n_states
-    block = d.accepting.astype(np.int64) + 1
-    block[0] = 0
-    n_blocks = len(np.unique(block))
-    rounds = 0
-    while True:
-        rounds += 1
-        if rounds == 64 or (rounds == 1 and n > 256):
-            # long chains need up to n Moore rounds; a finite language needs one pass by height
-            height = _acyclic_heights(red)
-            if height is not None:
-                return minimize_acyclic(d.transitions, d.accepting, height, classes, d.start)
-        block = row_ids(np.concatenate([block[:, None], block[red]], axis=1))
-        count = int(block.max()) + 1
-        if count == n_blocks:
-            break
-        n_blocks = count
+    block = _split_classes(red, d.accepting) if n > 256 else _moore(red, d.accepting, max_rounds=64)
+    if block is None:  # a long chain in a small DFA
+        block = _split_classes(red, d.accepting)
+    n_blocks = int(block.max()) + 1
+    if n_blocks == n:
+        return d
     # renumber: dead state's block -> 0, others in order of first state
     _, first = np.unique(block, return_index=True)
     order = np.argsort(first, kind="stable")
@@ -304,87 +311,73 @@ def minimize(dfa: DFA) -> DFA:
     reps = first[order]
     new_t = block[d.transitions[reps]].astype(np.int32)
     new_acc = d.accepting[reps]
-    if n_blocks == n:
-        return d
     return DFA(new_t, new_acc, int(block[d.start]))
 
 
-def _acyclic_heights(red: IntArray) -> npt.NDArray[np.int64] | None:
-    """Longest path from each state to a dead end (state 0 excluded), or None if there is a cycle."""
+def _moore(red: IntArray, accepting: BoolArray,
+           max_rounds: int | None = None) -> npt.NDArray[np.int64] | None:
+    """Moore's refinement over the class-reduced table ``red`` (dead state 0, never accepting): a
+    block id per state, or None after ``max_rounds`` rounds without converging."""
+    block = accepting.astype(np.int64) + 1
+    block[0] = 0
+    n_blocks = len(np.unique(block))
+    rounds = 0
+    while True:
+        rounds += 1
+        if max_rounds is not None and rounds > max_rounds:
+            return None
+        block = row_ids(np.concatenate([block[:, None], block[red]], axis=1))
+        count = int(block.max()) + 1
+        if count == n_blocks:
+            return block
+        n_blocks = count
+
+
+def _split_classes(red: IntArray, accepting: BoolArray) -> npt.NDArray[np.int64]:
+    """Nerode class ids of a trimmed DFA's states: Moore on the states some cycle reaches, then the
+    others bottom up by signature (see :func:`minimize`). The DAG part is walked in Python: it is
+    typically deep and narrow (a counted string's chain: 3,000 levels of one or two states), where a
+    numpy pass per level costs more than the states themselves."""
     n = red.shape[0]
-    succ = [sorted(set(row) - {0}) for row in red.tolist()]
-    height = [-1] * n  # -1 unvisited, -2 on the stack
-    height[0] = 0
-    for root in range(1, n):
-        if height[root] != -1:
-            continue
-        stack = [(root, 0)]
-        height[root] = -2
-        while stack:
-            s, i = stack[-1]
-            kids = succ[s]
-            if i < len(kids):
-                stack[-1] = (s, i + 1)
-                c = kids[i]
-                if height[c] == -2:
-                    return None
-                if height[c] == -1:
-                    height[c] = -2
-                    stack.append((c, 0))
-            else:
-                stack.pop()
-                height[s] = 1 + max((height[c] for c in kids), default=-1)
-    return np.array(height, dtype=np.int64)
-
-
-def minimize_acyclic(
-    table: IntArray,
-    final: BoolArray,
-    height: npt.NDArray[np.int64],
-    classes: npt.NDArray[np.int32],
-    start: int = 1,
-) -> DFA:
-    """Minimise a trimmed acyclic DFA (dead state 0) level by level of height (Revuz 1992):
-    equivalent states have equal heights, and a state's class depends only on lower levels."""
-    red = table[:, class_reps(classes, int(classes.max()) + 1)]
-    n = table.shape[0]
-    cls_of = np.zeros(n, dtype=np.int64)  # dead state keeps class 0
-    order = np.argsort(height[1:], kind="stable") + 1
-    hs = height[order]
-    cuts = [0, *(np.flatnonzero(np.diff(hs)) + 1).tolist(), order.size]
-    fin = final.tolist()
-    cls_list = [0] * n
-    next_id = 1
-    for a, b in zip(cuts[:-1], cuts[1:], strict=True):
-        group = order[a:b]
-        if b - a > 64:
-            sig = np.concatenate([final[group, None].astype(np.int64), cls_of[red[group]]], axis=1)
-            ids = row_ids(sig) + next_id
-            cls_of[group] = ids
-            for st, cid in zip(group.tolist(), ids.tolist(), strict=True):
-                cls_list[st] = cid
-            next_id = int(ids.max()) + 1
-            continue
-        # small levels (long chains): plain Python beats numpy's per-call overhead
-        seen: dict[tuple[int, ...], int] = {}
-        cids = []
-        for st in group.tolist():
-            key = (fin[st], *[cls_list[x] for x in red[st].tolist()])
-            cid = seen.get(key)
-            if cid is None:
-                cid = seen[key] = next_id
-                next_id += 1
-            cls_list[st] = cid
-            cids.append(cid)
-        cls_of[group] = cids
-    first = np.full(next_id, -1, dtype=np.int64)
-    first[cls_of[::-1]] = np.arange(n - 1, -1, -1)
-    rep_states = first[1:]
-    new_t = np.zeros((next_id, 256), dtype=np.int32)
-    new_t[1:] = cls_of[table[rep_states]]
-    new_acc = np.zeros(next_id, dtype=np.bool_)
-    new_acc[1:] = final[rep_states]
-    return DFA(new_t, new_acc, int(cls_of[start]))
+    rows = red.tolist()
+    src = np.repeat(np.arange(n, dtype=np.int64), red.shape[1])
+    dst = red.reshape(-1).astype(np.int64)
+    code = np.unique((src * n + dst)[(src != 0) & (dst != 0)])  # the distinct live edges
+    indeg = np.bincount(code % n, minlength=n).tolist()
+    todo = [s for s in range(1, n) if not indeg[s]]
+    order = []  # Kahn: the states no cycle reaches, each after its predecessors
+    while todo:
+        s = todo.pop()
+        order.append(s)
+        for c in set(rows[s]):
+            if c:
+                indeg[c] -= 1
+                if not indeg[c]:
+                    todo.append(c)
+    dag = np.zeros(n, dtype=np.bool_)
+    dag[order] = True
+    core = np.flatnonzero(~dag)  # state 0 and the states some cycle reaches (closed under edges)
+    new_id = np.zeros(n, dtype=np.int64)
+    new_id[core] = np.arange(core.size)
+    core_block = _moore(new_id[red[core]].astype(np.int32), accepting[core])
+    assert core_block is not None
+    cls_arr = np.zeros(n, dtype=np.int64)
+    cls_arr[core] = core_block
+    cls = cls_arr.tolist()
+    acc = accepting.tolist()
+    known: dict[tuple[int, ...], int] = {}
+    for s, b in zip(core.tolist(), core_block.tolist(), strict=True):
+        key = (acc[s], *[cls[c] for c in rows[s]])
+        known[key] = b
+    next_id = int(core_block.max()) + 1
+    for s in reversed(order):  # successors first
+        key = (acc[s], *[cls[c] for c in rows[s]])
+        got = known.get(key)
+        if got is None:
+            got = known[key] = next_id
+            next_id += 1
+        cls[s] = got
+    return np.array(cls, dtype=np.int64)
 
 
 def distances_to_accept(
