@@ -222,14 +222,18 @@ def trim(transitions: IntArray, accepting: BoolArray, start: int) -> DFA:
     return _trim(transitions, accepting, start)[0]
 
 
-def _trim(transitions: IntArray, accepting: BoolArray, start: int) -> tuple[DFA, npt.NDArray[np.intp]]:
+def _trim(transitions: IntArray, accepting: BoolArray, start: int,
+          class_bytes: npt.NDArray[np.intp] | None = None) -> tuple[DFA, npt.NDArray[np.intp]]:
     """:func:`trim`, and a representative byte per byte class of ``transitions`` (the trimmed
     table's columns at those bytes tell its states apart as well: :func:`minimize` reads them
-    instead of grouping the columns again)."""
+    instead of grouping the columns again); ``class_bytes``, when given, are such bytes already."""
     t = np.asarray(transitions, dtype=np.int32)
     acc = np.asarray(accepting, dtype=np.bool_)
     n = t.shape[0]
-    red, _, class_bytes = _reduced(t)
+    if class_bytes is None:
+        red, _, class_bytes = _reduced(t)
+    else:
+        red = t[:, class_bytes]
     reach = np.zeros(n, dtype=np.bool_)
     reach[start] = True
     frontier = np.array([start])
@@ -280,8 +284,11 @@ def _ranges(lo: npt.NDArray[np.intp], hi: npt.NDArray[np.intp]) -> npt.NDArray[n
     return starts + np.arange(total)  # type: ignore[no-any-return]
 
 
-def minimize(dfa: DFA) -> DFA:
+def minimize(dfa: DFA, *, class_bytes: npt.NDArray[np.intp] | None = None) -> DFA:
     """The minimal trimmed DFA of the same language.
+
+    ``class_bytes``: one byte per class of bytes whose columns of ``dfa.transitions`` are equal,
+    when the caller knows them (a product's joint classes): the columns are then not grouped again.
 
     Moore's partition refinement (Moore 1956) needs as many rounds as the longest chain of states
     it must tell apart, and each round reads the whole table: a 12,000-state key-set complement
@@ -291,7 +298,7 @@ def minimize(dfa: DFA) -> DFA:
     state's class being its (accepting, successors' classes) signature (Revuz 1992's
     minimisation of acyclic automata, over a minimised core).
     """
-    d, class_bytes = _trim(dfa.transitions, dfa.accepting, dfa.start)
+    d, class_bytes = _trim(dfa.transitions, dfa.accepting, dfa.start, class_bytes)
     if d.start == 0:
         return d
     red = np.ascontiguousarray(d.transitions[:, class_bytes])
@@ -340,20 +347,22 @@ def _split_classes(red: IntArray, accepting: BoolArray) -> npt.NDArray[np.int64]
     numpy pass per level costs more than the states themselves."""
     n = red.shape[0]
     rows = red.tolist()
-    src = np.repeat(np.arange(n, dtype=np.int64), red.shape[1])
-    dst = red.reshape(-1).astype(np.int64)
-    code = np.unique((src * n + dst)[(src != 0) & (dst != 0)])  # the distinct live edges
-    indeg = np.bincount(code % n, minlength=n).tolist()
+    srt = np.sort(red, axis=1)  # each state's distinct live successors, as one flat list
+    first = np.ones(srt.shape, dtype=np.bool_)
+    first[:, 1:] = srt[:, 1:] != srt[:, :-1]
+    first &= srt != 0
+    succ = srt[first].tolist()
+    ptr = np.concatenate([[0], np.cumsum(first.sum(axis=1))]).tolist()
+    indeg = np.bincount(srt[first], minlength=n).tolist()
     todo = [s for s in range(1, n) if not indeg[s]]
     order = []  # Kahn: the states no cycle reaches, each after its predecessors
     while todo:
         s = todo.pop()
         order.append(s)
-        for c in set(rows[s]):
-            if c:
-                indeg[c] -= 1
-                if not indeg[c]:
-                    todo.append(c)
+        for c in succ[ptr[s] : ptr[s + 1]]:
+            indeg[c] -= 1
+            if not indeg[c]:
+                todo.append(c)
     dag = np.zeros(n, dtype=np.bool_)
     dag[order] = True
     core = np.flatnonzero(~dag)  # state 0 and the states some cycle reaches (closed under edges)
@@ -366,12 +375,13 @@ def _split_classes(red: IntArray, accepting: BoolArray) -> npt.NDArray[np.int64]
     cls = cls_arr.tolist()
     acc = accepting.tolist()
     known: dict[tuple[int, ...], int] = {}
+    get = cls.__getitem__
     for s, b in zip(core.tolist(), core_block.tolist(), strict=True):
-        key = (acc[s], *[cls[c] for c in rows[s]])
+        key = (acc[s], *map(get, rows[s]))
         known[key] = b
     next_id = int(core_block.max()) + 1
     for s in reversed(order):  # successors first
-        key = (acc[s], *[cls[c] for c in rows[s]])
+        key = (acc[s], *map(get, rows[s]))
         got = known.get(key)
         if got is None:
             got = known[key] = next_id

@@ -307,7 +307,7 @@ def _pair_dfa(a: DFA, b: DFA, accept: Callable[[bool, bool], bool], keep_half_de
     acc = np.array([accept(bool(acc_a[c // nb]), bool(acc_b[c % nb])) for c in codes_by_id])
     acc[0] = False
     table = red[:, classes]
-    return minimize(DFA(table, acc, 1))
+    return minimize(DFA(table, acc, 1), class_bytes=reps)  # bytes of one joint class: equal columns
 
 
 def product(a: DFA, b: DFA, *, max_states: int = DEFAULT_PRODUCT_STATES) -> DFA:
