@@ -149,7 +149,7 @@ impl PyVocab {
         self.inner.clear_tries()
     }
 
-    /// Token tries held (at most the ``tries`` given).
+    /// Class tries held (at most the ``tries`` given; the byte trie, kept apart, not counted).
     #[getter]
     fn tries_cached(&self) -> usize {
         self.inner.tries_cached()

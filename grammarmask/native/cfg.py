@@ -29,10 +29,11 @@ __all__ = ["CLASS_TRIE_MAX", "DENSE_STATES", "NativeCompiledCfg", "flat_tables",
 Words = npt.NDArray[np.uint32]
 
 #: masks walk the token trie over the lexer's byte classes when the grammar has at most this many
-#: (a trie built per class map: about 50 ms on tekken's 131k tokens; 5,927 nodes for arithmetic.lark
-#: and 96,020 for json.lark against the byte trie's 266,313), else the byte trie every grammar of the
-#: vocabulary shares (JSONSchemaBench grammars have 20-70 classes, mostly over 40, where a class trie
-#: saves a third of the nodes for 50 ms of compile per schema)
+#: (a trie per class map, read off the byte trie: 5-8 ms of CPU on tekken's 131k tokens, 18-20 ms when
+#: it was sorted afresh; 5,927 nodes for arithmetic.lark and 96,020 for json.lark against the byte
+#: trie's 266,313), else the byte trie every grammar of the vocabulary shares (JSONSchemaBench
+#: grammars have 20-70 classes, mostly over 40, where a class trie saves a third of the nodes; each
+#: compiled grammar holds its class trie, a few MB)
 CLASS_TRIE_MAX = 40
 
 
