@@ -81,6 +81,35 @@ def _grammar(case: dict[str, Any]) -> Any:
     return gm.Choice(case["labels"]) if case["kind"] == "labels" else gm.Regex(case["regex"])
 
 
+def timed_enumeration(hf: Any, vocab: Any, compiled: Any, prompt: list[int], max_paths: int,
+                      batch: int) -> dict[str, Any]:
+    """The exact enumeration (``dist``) with its seconds (``s``) and model rows (``rows``)."""
+    from grammarmask.fidelity import exact_distributions
+
+    t, rows0 = time.time(), hf.rows
+    d = exact_distributions(hf, vocab, compiled, prompt, max_paths=max_paths, batch_size=batch)
+    return {"dist": d, "s": time.time() - t, "rows": hf.rows - rows0}
+
+
+def enumerate_cached(cache: Path | None, name: str, enumerate_: Any) -> Any:
+    """``enumerate_()`` (:func:`timed_enumeration`), kept as ``cache/name.pkl`` when ``cache`` is given
+    and read back on later runs: the enumeration is deterministic and costs minutes, while a
+    change to the samplers needs only its recorded distributions (the replay). Delete the file when the
+    model, prompt, language or tokenizer changes (the key is the case's name only)."""
+    import pickle
+
+    path = cache / f"{name}.pkl" if cache is not None else None
+    if path is not None and path.exists():
+        with path.open("rb") as f:
+            return pickle.load(f)
+    d = enumerate_()
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("wb") as f:
+            pickle.dump(d, f)
+    return d
+
+
 def _smc_estimate(replay: Any, vocab: Any, compiled: Any, prompt: list[int], n: int, runs: int,
                   seed: int) -> dict[bytes, float]:
     from grammarmask.fidelity import aligned_sample
@@ -103,7 +132,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     import grammarmask as gm
-    from grammarmask.fidelity import aligned_sample, exact_distributions, kl_divergence, total_variation
+    from grammarmask.fidelity import aligned_sample, kl_divergence, total_variation
     from grammarmask.integrations.transformers import BatchedHF
     from grammarmask.models import smollm2
 
@@ -121,15 +150,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                               add_generation_prompt=True, tokenize=True)["input_ids"])
         compiled = _grammar(case).compile(vocab)
         hf.set_prompt(prompt)
-        t = time.time()
-        rows0 = hf.rows
-        d = exact_distributions(hf, vocab, compiled, prompt, max_paths=args.max_paths, batch_size=args.batch)
-        enum_s = time.time() - t
+        e = enumerate_cached(args.enum_cache, case["name"], lambda c=compiled, p=prompt: timed_enumeration(
+            hf, vocab, c, p, args.max_paths, args.batch))
+        d, enum_s = e["dist"], e["s"]
         replay = d.replay_model()
         rec: dict[str, Any] = {
             "name": case["name"], "kind": case["kind"], "regex": case["regex"], "prompt": case["prompt"],
             "strings": len(d.exact), "paths": len(d.paths), "prefixes": d.n_nodes,
-            "model_rows": hf.rows - rows0,
+            "model_rows": e["rows"],
             "enumerate_s": round(enum_s, 1), "log_p_language": d.log_mass,
             "masked_dead_end": d.masked_dead_end,
             "masked": {"kl": kl_divergence(d.masked, d.exact), "kl_reverse": kl_divergence(d.exact, d.masked),
@@ -287,6 +315,8 @@ def main() -> None:
     ap.add_argument("--merge", action="store_true", help="add the particle counts run now to --out's JSON "
                     "(cases run again keep their earlier counts too)")
     ap.add_argument("--live", nargs="*", default=["star_wars"])
+    ap.add_argument("--enum-cache", type=Path, help="a folder keeping each case's enumeration (pickled) for "
+                    "later runs (delete it when the model or a case changes)")
     ap.add_argument("--genlm-json", type=Path, help="results of benchmarks/fidelity_genlm.py to plot beside")
     ap.add_argument("--plot-python", default=sys.executable, help="a Python with matplotlib")
     ap.add_argument("--out", type=Path, default=RESULTS / "fidelity")

@@ -4,9 +4,10 @@ particles grow, on SmolLM2-135M-Instruct.
 An infinite language has no enumerable truth, so consistency is shown the way SMC's is: the estimates
 of a few expectations under ``p(y | y in L)`` (the probability of the most likely answer, a length, a
 field's value) and of ``log Z = log P(L)`` settle as the particles grow (4 to 1,024) and their spread
-across independent runs (seeds) shrinks. One particle is the masked sampler: its estimates are where
-masking lands. Where a length bound makes the language finite (``bounded``), the bounded language is
-enumerated exactly with the same model (every tokenization, :func:`grammarmask.fidelity.exact_distributions`)
+across independent runs (seeds) shrinks. The N = 1 rows are the masked sampler (one particle that
+samples EOS like any other token): its estimates are where masking lands. Where a length bound
+makes the language finite (``bounded``), the bounded language is enumerated exactly with the same
+model (every tokenization, :func:`grammarmask.fidelity.exact_distributions`)
 and SMC on it is scored by KL against the truth, as benchmarks/fidelity.py does.
 
 Every SMC run here calls the model (:class:`grammarmask.integrations.transformers.BatchedHF`: the
@@ -101,6 +102,23 @@ def _estimates(dist: dict[str, float], task: str) -> dict[str, float]:
     return {name: sum(w * f(y) for y, w in dist.items()) for name, f in EXPECT[task]}
 
 
+def _masked(model: Any, compiled: Any, prompt: list[int], max_tokens: int, seed: int) -> Any:
+    """The masked sampler as one SMC particle that samples EOS like any other token (the N = 1 rows):
+    an AlignedResult-like record of its one string, whose weight is its path's ``p(y) / q(y)``."""
+    from types import SimpleNamespace
+
+    from grammarmask.fidelity import PathBudgetExceeded
+    from grammarmask.fidelity.smc import run_smc
+
+    r = run_smc(model, compiled, prompt, n_particles=1, ess_threshold=0.0, max_tokens=max_tokens,
+                temperature=1.0, batch_size=1, rng=np.random.default_rng(seed), harvest_eos=False)
+    if not r.tokens:
+        raise PathBudgetExceeded("max_tokens", max_tokens, "the masked sampler did not finish")
+    text = compiled.vocab.decode(r.tokens[0])
+    return SimpleNamespace(log_z=r.log_z, model_rows=r.model_rows, n_resamples=0,
+                           distribution=lambda: {text: 1.0})
+
+
 def run(a: argparse.Namespace, res: dict[str, Any], save: Callable[[], None]) -> None:
     import torch
 
@@ -108,7 +126,6 @@ def run(a: argparse.Namespace, res: dict[str, Any], save: Callable[[], None]) ->
     from grammarmask.fidelity import (
         PathBudgetExceeded,
         aligned_sample,
-        exact_distributions,
         kl_divergence,
         total_variation,
     )
@@ -116,7 +133,7 @@ def run(a: argparse.Namespace, res: dict[str, Any], save: Callable[[], None]) ->
     from grammarmask.models import smollm2
 
     sys.path.insert(0, str(HERE))
-    from fidelity import _smc_estimate
+    from fidelity import _smc_estimate, enumerate_cached, timed_enumeration
 
     torch.set_num_threads(a.threads)
     t0 = time.time()
@@ -146,8 +163,9 @@ def run(a: argparse.Namespace, res: dict[str, Any], save: Callable[[], None]) ->
             for seed in range(a.runs.get(n, 4)):
                 ts = time.time()
                 try:
-                    r = aligned_sample(hf, vocab, compiled, prompt, n_particles=n, max_tokens=t["max_tokens"],
-                                       batch_size=a.batch, seed=seed)
+                    r = (_masked(hf, compiled, prompt, t["max_tokens"], seed) if n == 1 else
+                         aligned_sample(hf, vocab, compiled, prompt, n_particles=n,
+                                        max_tokens=t["max_tokens"], batch_size=a.batch, seed=seed))
                 except PathBudgetExceeded:  # no particle finished: the estimate of P(L) is 0
                     runs.append({"seed": seed, "log_z": None, "rows": 0, "resamples": 0,
                                  "s": round(time.time() - ts, 2), "dist": {}})
@@ -170,14 +188,15 @@ def run(a: argparse.Namespace, res: dict[str, Any], save: Callable[[], None]) ->
                   flush=True)
             save()
         if t["bounded"] and "bounded" not in rec:
-            te = time.time()
             bc = _grammar(t["kind"], t["bounded"]).compile(vocab)
-            d = exact_distributions(hf, vocab, bc, prompt, max_paths=a.max_paths, batch_size=a.batch)
+            e = enumerate_cached(a.enum_cache, f"{t['name']}-bounded", lambda c=bc, p=prompt:
+                                 timed_enumeration(hf, vocab, c, p, a.max_paths, a.batch))
+            d = e["dist"]
             replay = d.replay_model()
             b: dict[str, Any] = {
                 "language": t["bounded"].strip().split("\n")[0], "strings": len(d.exact),
                 "paths": len(d.paths),
-                "log_p_language": d.log_mass, "enumerate_s": round(time.time() - te, 1),
+                "log_p_language": d.log_mass, "enumerate_s": round(e["s"], 1),
                 "masked": {"kl": kl_divergence(d.masked, d.exact), "tv": total_variation(d.masked, d.exact)},
                 "exact_estimates": _estimates({y.decode(): p for y, p in d.exact.items()}, t["name"]),
                 "masked_estimates": _estimates({y.decode(): p for y, p in d.masked.items()}, t["name"]),
@@ -329,6 +348,8 @@ def main() -> None:
     ap.add_argument("--particles", nargs="*", type=int, default=sorted(RUNS))
     ap.add_argument("--runs", type=json.loads, default={}, help='JSON {"N": runs} overriding the defaults')
     ap.add_argument("--only", nargs="*", default=[])
+    ap.add_argument("--enum-cache", type=Path, help="a folder keeping the bounded versions' enumerations "
+                    "(pickled) for later runs (delete it when the model or a task changes)")
     ap.add_argument("--plot-python", default=sys.executable, help="a Python with matplotlib")
     ap.add_argument("--out", type=Path, default=RESULTS / "fidelity_infinite")
     ap.add_argument("--replot", action="store_true", help="no model: summarise --out's JSON again")
