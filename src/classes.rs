@@ -135,11 +135,6 @@ impl ByteClasses {
         out
     }
 
-    /// Whether a table read by `pre` with `width` columns is already read by these classes.
-    pub fn same_as(&self, pre: &[u8; 256], width: usize) -> bool {
-        self.count == width && self.map == *pre
-    }
-
     /// Number of bytes in each class.
     pub fn sizes(&self) -> Vec<u16> {
         let mut out = vec![0u16; self.count];
@@ -213,8 +208,6 @@ mod tests {
             got.reduce_classed(&pre, &NeBytes(&bytes), 5),
             want.reduce(&dense)
         );
-        assert!(!got.same_as(&pre, 5));
-        assert!(got.same_as(&got.map, got.count));
         assert_eq!(got.sizes(), vec![253, 3]);
     }
 

@@ -5,12 +5,14 @@
 //! state belongs to one terminal (`term_of`). The table is stored by byte class (bytes whose columns
 //! are equal in every state share one column): `states x classes` words instead of `states x 256`
 //! (a 100,000-word enum's 200,000-state terminal: 23 MB at its 29 classes against 200 MB), and the
-//! lexer-state machine below is built per class too. A *lexer state* is `(pend, shadows)`: the DFA states of
-//! the lexemes started at the last boundary and still alive (one per candidate terminal), and the
-//! shadows of greedy lexemes already closed whose DFA still runs: if a shadow reaches an accepting
-//! state again, lark's longest match would have taken the longer lexeme, so the cut was illegal and
-//! the configuration dies. Lexer states and shadow sets are interned to small ids; the transition of
-//! a lexer state by a byte ([`LexStep`]) is computed once and kept.
+//! lexer-state machine below is built per class too.
+//!
+//! A *lexer state* is `(pend, shadows)`: the DFA states of the lexemes started at the last boundary
+//! and still alive (one per candidate terminal), and the shadows of greedy lexemes already closed
+//! whose DFA still runs: if a shadow reaches an accepting state again, lark's longest match would
+//! have taken the longer lexeme, so the cut was illegal and the configuration dies. Lexer states and
+//! shadow sets are interned to small ids; the transition of a lexer state by a byte class
+//! ([`LexStep`]) is computed once and kept.
 
 use std::collections::{HashMap, VecDeque};
 
