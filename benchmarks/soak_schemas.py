@@ -8,16 +8,19 @@ their ``required`` entries) with the suffix ``_i``, widens numeric and length bo
 value to string enums and sets a title, so every schema is distinct and almost all are distinct
 grammars. They are written once to a JSON-lines file, and each engine runs them in its own process:
 
-- grammarmask (this checkout, native engine): ``JsonSchema(schema).compile(tekken)``, then up to 20
-  steps of ``fill_mask`` and ``advance`` on a random legal token (seeded by the schema's index);
+- grammarmask (this checkout, native engine, a fresh on-disk cache from ``cold_cache``):
+  ``JsonSchema(schema).compile(tekken)``, then up to 20 steps of ``fill_mask`` and ``advance`` on a
+  random legal token (seeded by the schema's index);
 - llguidance (``--llg-python``, a venv with llguidance and numpy; tekken's token bytes are handed
   over in a file, so that process never imports grammarmask): ``grammar_from_json_schema``, an
   ``LLMatcher`` and the same 20-step walk.
 
-Every 100 schemas each process reports its RSS (``/proc/self/status``, VmRSS and VmHWM). The
-grammarmask process also checks every cache: each live ``grammarmask.cache.Lru`` within its entry and
-byte bounds, and the compiled-grammar cache of the vocabulary within
-``Limits.compiled_per_vocabulary``. The engines run one after the other, or with ``--parallel`` at
+Every 100 schemas each process reports its RSS (``/proc/self/status``, VmRSS and VmHWM), glibc's
+heap in use and free (``mallinfo2``) and the load. The grammarmask process also checks every cache:
+each live ``grammarmask.cache.Lru`` within its entry and byte bounds (the process-wide cache of
+terminal automata and the vocabulary's compiled-grammar cache among them), and the compiled-grammar
+cache within ``Limits.compiled_per_vocabulary``; ``--malloc-trim`` calls glibc's ``malloc_trim(0)``
+before each sample. The engines run one after the other, or with ``--parallel`` at
 the same time (each in its own process). ``--minutes`` stops an engine early (one after the other,
 llguidance then runs the schemas grammarmask got through). Writes
 ``benchmarks/results/soak_schemas.{json,md}`` and, when matplotlib is importable (``--plot-python``),
@@ -154,6 +157,25 @@ def rss_mb() -> tuple[float, float]:
     return got["VmRSS"], got["VmHWM"]
 
 
+def heap_mb() -> dict[str, float]:
+    """glibc's view of this process's heap (``mallinfo2``): MB in use by live allocations (Python's
+    and the Rust engine's) and MB free but kept by the allocator; {} where there is no glibc."""
+    import ctypes
+
+    class Mallinfo2(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+            "keepcost")]
+
+    try:
+        fn = ctypes.CDLL("libc.so.6").mallinfo2
+    except (OSError, AttributeError):
+        return {}
+    fn.restype = Mallinfo2
+    m = fn()
+    return {"heap_used": (m.uordblks + m.hblkhd) / 2**20, "heap_free": m.fordblks / 2**20}
+
+
 def _legal(words: Any, size: int) -> Any:
     import numpy as np
 
@@ -177,12 +199,17 @@ def check_caches(vocab: Any) -> dict[str, Any]:
     store = cache._STORES.get(vocab, {})
     compiled = store.get("compiled")
     limit = gm.Limits().compiled_per_vocabulary
+    shared = cache.automata()
     return {
         "lrus": len(lrus),
         "lru_entries": sum(len(o) for o in lrus),
         "lru_bytes": sum(o.nbytes for o in lrus),
         "over_bound": len(over) + (compiled is not None and len(compiled) > limit),
         "compiled_cached": len(compiled) if compiled is not None else 0,
+        "compiled_bytes": compiled.nbytes if compiled is not None else 0,
+        "automata": len(shared),
+        "automata_bytes": shared.nbytes,
+        **heap_mb(),
     }
 
 
@@ -217,14 +244,19 @@ def soak(
             done += 1
             if done % every == 0:
                 row = {"n": done, "rss": rss_mb(), "t": time.monotonic() - t_start}
+                row["load"] = os.getloadavg()[0]
                 print(json.dumps({**row, "refused": refused, "steps": steps, **extra()}), flush=True)
     final = {"final": done, "refused": refused, "steps": steps, "rss": rss_mb()}
     print(json.dumps({**final, "t": time.monotonic() - t_start}), flush=True)
 
 
-def worker_grammarmask(schemas: Path, count: int, seconds: float, every: int) -> None:
+def worker_grammarmask(schemas: Path, count: int, seconds: float, every: int, trim: bool = False) -> None:
     sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(HERE))
+    import cold_cache
     import numpy as np
+
+    cold_cache.use()  # a fresh on-disk cache: no grammar compiled by an earlier run is read back
 
     import grammarmask as gm
 
@@ -237,13 +269,21 @@ def worker_grammarmask(schemas: Path, count: int, seconds: float, every: int) ->
         m = gm.JsonSchema(json.loads(line)).compile(vocab).matcher()
         for step in range(STEPS):
             m.fill_mask(words, 0)
-            legal = [t for t in _legal(words[0], vocab.size) if t != eos]
-            if not legal:
+            legal = _legal(words[0], vocab.size)
+            legal = legal[legal != eos]
+            if not legal.size:
                 return step
             m.advance(int(rng.choice(legal)))
         return STEPS
 
-    soak(schemas, count, seconds, every, walk, lambda: check_caches(vocab))
+    def sample() -> dict[str, Any]:
+        if trim:  # hand the allocator's free pages back before each sample (--malloc-trim)
+            import ctypes
+
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        return check_caches(vocab)
+
+    soak(schemas, count, seconds, every, walk, sample)
 
 
 def worker_llguidance(schemas: Path, count: int, seconds: float, every: int, vocab_file: Path) -> None:
@@ -293,14 +333,15 @@ def worker_llguidance(schemas: Path, count: int, seconds: float, every: int, voc
             raise ValueError(m.get_error())
         for step in range(STEPS):
             m.unsafe_compute_mask_ptr(words.ctypes.data, words.size * words.itemsize)
-            legal = [t for t in _legal(words[0], size) if t != eos]
-            if not legal:
+            legal = _legal(words[0], size)
+            legal = legal[legal != eos]
+            if not legal.size:
                 return step
             if not m.consume_token(int(rng.choice(legal))):
                 raise ValueError(m.get_error())
         return STEPS
 
-    soak(schemas, count, seconds, every, walk)
+    soak(schemas, count, seconds, every, walk, heap_mb)
 
 
 # ---- the driver -------------------------------------------------------------------------------------
@@ -324,24 +365,38 @@ def markdown(res: dict[str, Any]) -> str:
         "# Soak: distinct JSON Schemas in one process (tekken 131k, 20 steps each)",
         "",
         f"{res['note']}",
+        *(["", res["before"]] if res.get("before") else []),
         "",
-        "| schemas | grammarmask RSS MB | peak MB | s | refused | Lru caches (entries) | over bound | "
-        "llguidance RSS MB | peak MB | s | refused |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "RSS and peak (VmHWM) from /proc; heap: glibc's mallinfo2, MB in use by live allocations (Python's "
+        "and the Rust engine's) and MB free but kept by the allocator; automata: the process-wide cache of "
+        "terminal DFAs (entries, MB of tables); compiled: the grammars kept per vocabulary (count, MB of "
+        "tables); over bound: caches over their entry or byte bound (every live Lru).",
+        "",
+        "| schemas | grammarmask RSS MB | peak MB | heap used | heap free | s | refused | automata | "
+        "compiled | over bound | llguidance RSS MB | peak MB | heap used | s | refused |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    step = max(1, len(gm_rows) // 25)
+    step = max(1, len(gm_rows) // 30)
+
+    def mb(r: dict[str, Any], key: str) -> str:
+        return f"{r[key]:.0f}" if key in r else ""
+
     for k, r in enumerate(gm_rows):
         if k % step and k != len(gm_rows) - 1:
             continue
         lr = llg_rows.get(r["n"], {})
         lrss = lr.get("rss", ["", ""])
+        rss, heap = f"{r['rss'][0]:.0f} | {r['rss'][1]:.0f}", f"{mb(r, 'heap_used')} | {mb(r, 'heap_free')}"
+        kept = f"{r.get('compiled_cached', '')} ({r.get('compiled_bytes', 0) / 2**20:.0f})"
+        automata = f"{r.get('automata', '')} ({r.get('automata_bytes', 0) / 2**20:.0f})"
         out.append(
-            f"| {r['n']} | {r['rss'][0]:.0f} | {r['rss'][1]:.0f} | {r['t']:.0f} | {r.get('refused', 0)} | "
-            f"{r['lrus']} ({r['lru_entries']}) | {r['over_bound']} | "
+            f"| {r['n']} | {rss} | {heap} | {r['t']:.0f} | {r.get('refused', 0)} | "
+            f"{automata} | {kept} | {r['over_bound']} | "
             + (
-                f"{lrss[0]:.0f} | {lrss[1]:.0f} | {lr['t']:.0f} | {lr.get('refused', 0)} |"
+                f"{lrss[0]:.0f} | {lrss[1]:.0f} | {mb(lr, 'heap_used')} | {lr['t']:.0f} | "
+                f"{lr.get('refused', 0)} |"
                 if lr
-                else "| | | |"
+                else "| | | | |"
             )
         )
     extra = [k for k, v in res.items() if isinstance(v, list) and k not in ("grammarmask", "llguidance")]
@@ -371,16 +426,19 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 res = json.load(open(sys.argv[1]))
-fig, ax = plt.subplots(figsize=(7, 4))
+fig, ax = plt.subplots(figsize=(8, 4.5))
 for name, rows in res.items():
     rows = [r for r in rows if "n" in r] if isinstance(rows, list) else []
     if rows:
-        ax.plot([r["n"] for r in rows], [r["rss"][0] for r in rows], label=name + " RSS")
+        line, = ax.plot([r["n"] for r in rows], [r["rss"][0] for r in rows], label=name + " RSS")
+        heap = [(r["n"], r["heap_used"]) for r in rows if "heap_used" in r]
+        if heap:
+            ax.plot(*zip(*heap), linestyle="--", color=line.get_color(), label=name + " heap in use")
 ax.set_xlabel("distinct schemas compiled (20 steps each)")
-ax.set_ylabel("RSS (MB)")
+ax.set_ylabel("MB (RSS solid, heap in use dashed)")
 ax.set_ylim(bottom=0)
 ax.set_title("One process, JSONSchemaBench-like schemas, tekken 131k")
-ax.legend()
+ax.legend(fontsize=7, loc="upper right", bbox_to_anchor=(1, 0.9), framealpha=0.9)
 fig.tight_layout()
 fig.savefig(sys.argv[2], dpi=110)
 """
@@ -399,6 +457,13 @@ def main() -> None:
         "--parallel",
         action="store_true",
         help="run the two engines at the same time (each in its own process)",
+    )
+    ap.add_argument("--nice", type=int, default=19, help="the workers' niceness")
+    ap.add_argument("--before", default="", help="a line on an earlier run, kept in the results")
+    ap.add_argument(
+        "--malloc-trim",
+        action="store_true",
+        help="grammarmask worker: glibc malloc_trim(0) before each sample (as a server could, now and then)",
     )
     ap.add_argument("--worker", choices=["grammarmask", "llguidance"])
     ap.add_argument("--schemas", type=Path)
@@ -424,7 +489,7 @@ def main() -> None:
         return
     seconds = a.minutes * 60 if a.minutes else float("inf")
     if a.worker == "grammarmask":
-        worker_grammarmask(a.schemas, a.count, seconds, a.every)
+        worker_grammarmask(a.schemas, a.count, seconds, a.every, a.malloc_trim)
         return
     if a.worker == "llguidance":
         worker_llguidance(a.schemas, a.count, seconds, a.every, a.vocab_file)
@@ -458,7 +523,7 @@ def main() -> None:
 
     def cmd(name: str, python: str, count: int) -> list[str]:
         worker = ["--worker", name, "--count", str(count), "--minutes", str(a.minutes)]
-        return ["nice", "-n", "19", python, *me, *worker]
+        return ["nice", "-n", str(a.nice), python, *me, *worker]
 
     load0 = os.getloadavg()
     res: dict[str, Any] = {}
@@ -480,8 +545,10 @@ def main() -> None:
         f"{got} of {a.count} schemas (variants of {n_bases} JSONSchemaBench sample schemas); "
         f"machine load (1/5/15 min) {load0[0]:.1f}/{load0[1]:.1f}/{load0[2]:.1f} at the start, "
         f"{load1[0]:.1f}/{load1[1]:.1f}/{load1[2]:.1f} at the end, on 2 cores shared with other "
-        f"jobs; both engines run under nice -n 19, {how}."
+        f"jobs; both engines run under nice -n {a.nice}, {how}."
     )
+    if a.before:
+        res["before"] = a.before
     write_results(res, a.out, a.plot_python)
 
 
