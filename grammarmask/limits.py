@@ -29,7 +29,7 @@ class Limits:
     # ---- caches kept per vocabulary ----------------------------------------------------------------
     #: compiled grammars kept per vocabulary, for compiles of equal grammars (32; each holds mask
     #: caches of up to ~80 MB) and the bytes of the tables they hold when compiled (128 MiB: a JSON
-    #: string of ``maxLength: n`` alone is about 17 KB x n, twice: the DFA and the engine's copy;
+    #: string of ``maxLength: n`` is about 17 KB x n in its DFA, and up to as much in the engine's;
     #: the newest is kept even if it alone is over)
     compiled_per_vocabulary: int = 32
     compiled_bytes_per_vocabulary: int = 128 << 20
