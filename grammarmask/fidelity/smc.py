@@ -154,8 +154,8 @@ def run_smc(model: Any, compiled: CompiledGrammar, prompt: list[int], *, n_parti
             raise GrammarError("aligned_sample(): every particle has weight 0: each reached a prefix that no "
                                "token continues, or one whose legal tokens the model gives probability 0")
         if live and finished:
-            live = _roulette(live, logw, logsumexp(np.fromiter(finished.values(), float)) - math.log(n_particles)
-                             + math.log(ROULETTE), rng)
+            mean_finished = logsumexp(np.fromiter(finished.values(), float)) - math.log(n_particles)
+            live = _roulette(live, logw, mean_finished + math.log(ROULETTE), rng)
         if live and _ess(logw[live]) < ess_threshold * len(live):
             _resample_live(live, logw, matchers, tokens, rng)
             resamples += 1
