@@ -231,6 +231,8 @@ def main() -> None:
     ap.add_argument("--memory", type=int, default=100, help="schemas for the memory figure (0: skip)")
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--engines", default=",".join(ENGINES))
+    ap.add_argument("--memory-engines", default="grammarmask,llguidance",
+                    help="engines of the memory run (XGrammar is slow per step here)")
     ap.add_argument("--peer-python", default="", help="engine=python pairs, comma-separated")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
@@ -263,7 +265,7 @@ def main() -> None:
         if a.memory:
             mem_path = os.path.join(tmp, "memory.json")
             Path(mem_path).write_text(json.dumps({"schemas": chosen[: a.memory], "size": size}))
-            for e in engines:
+            for e in a.memory_engines.split(","):
                 res["memory"].append(_run(pythons.get(e, sys.executable), "memory", e, mem_path, a.steps))
                 print(json.dumps(res["memory"][-1]), flush=True)
     res["load_end"] = os.getloadavg()
