@@ -16,11 +16,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 import grammarmask as gm
 from grammarmask.automata import literal_dfa
+from grammarmask.completion import shortest_completion
 from grammarmask.errors import GrammarError
 from grammarmask.ir import Cfg, Rule, Terminal, to_gbnf
 from grammarmask.mask import Mask
@@ -34,8 +35,13 @@ BYTES = byte_vocabulary()
 
 
 def same_masks(g: gm.Grammar, vocab: gm.Vocabulary = BYTES, docs: Sequence[str] = (), walks: int = 3,
-               steps: int = 30) -> str:
-    """Print ``g`` as GBNF and check the two grammars step by step; returns the printed text."""
+               steps: int = 30, engine_dead_ends: bool = False) -> str:
+    """Print ``g`` as GBNF and check the two grammars step by step; returns the printed text.
+
+    ``engine_dead_ends``: tokens the original's mask allows beyond the printed grammar's are accepted
+    when each leads to a state with no completion (``shortest_completion`` is None): the engine's
+    documented limit, lexical dead ends caught one lexeme deep (docs/semantics.md), which the printed
+    GBNF, with longest match written out, does not share."""
     text = g.to_gbnf()  # type: ignore[attr-defined]
     a, b = g.compile(vocab), gm.Gbnf(text).compile(vocab)
     tb = vocab.token_bytes
@@ -43,6 +49,11 @@ def same_masks(g: gm.Grammar, vocab: gm.Vocabulary = BYTES, docs: Sequence[str] 
     def check(sa: object, sb: object, out: bytes) -> Mask:
         ma = Mask(a.state_mask_words(sa).copy(), vocab.size)
         mb = Mask(b.state_mask_words(sb).copy(), vocab.size)
+        if engine_dead_ends and ma != mb and not len(mb - ma):
+            for t in (ma - mb).token_ids():
+                after = a.advance_state(sa, int(t)) if t != vocab.eos_token_id else None
+                assert after is not None and shortest_completion(a, after) is None, (out, tb[t])
+            ma = mb
         only_a, only_b = ([tb[t] for t in m.token_ids()[:6]] for m in (ma - mb, mb - ma))
         assert ma == mb, f"after {out!r}: only the original allows {only_a}, only the printed GBNF {only_b}"
         assert a.is_accepting_state(sa) == b.is_accepting_state(sb), out
@@ -212,6 +223,7 @@ def lark_grammars(draw: st.DrawFn) -> str:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=lark_grammars())
+@example(text="start:  | T0 T0\nT0: /a+/\n")  # the engine offers "a", which no completion follows
 def test_generated_lark_grammars_print_to_the_same_language(text: str) -> None:
     try:
         g = gm.Lark(text)
@@ -219,7 +231,7 @@ def test_generated_lark_grammars_print_to_the_same_language(text: str) -> None:
         assume(False)
         return
     try:
-        same_masks(g, SMALL, walks=2, steps=8)
+        same_masks(g, SMALL, walks=2, steps=8, engine_dead_ends=True)
     except gm.BudgetExceeded:  # 'x: x x | ...' splits text too many ways for either engine
         assume(False)
     except GrammarError as e:  # nothing survives longest match: then no short text is in the language
