@@ -4,7 +4,7 @@
 //! Classes are numbered in order of first appearance (byte 0 is class 0), as
 //! `grammarmask.automata.DFA.byte_classes` numbers them.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 /// A row-major table of `u32` cells, read where it lies: a slice, or the native-order bytes Python
 /// hands over ([`NeBytes`]), so a 256-column table is never copied into a `Vec` to be read once.
@@ -84,7 +84,7 @@ impl ByteClasses {
         };
         let mut map = [0u8; 256];
         let mut reps: Vec<u8> = Vec::new();
-        let mut groups: HashMap<u64, Vec<u8>> = HashMap::new(); // hash -> classes with that hash
+        let mut groups: HashMap<u64, Vec<u8>> = HashMap::default(); // hash -> classes with that hash
         for b in 0..256usize {
             let col = usize::from(pre[b]);
             let group = groups.entry(hash[col]).or_default();

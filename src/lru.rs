@@ -3,7 +3,9 @@
 //! Not synchronised itself: owners keep it behind a `Mutex` and hold the lock only to look up or
 //! insert, never while computing a value.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap as HashMap;
 use std::hash::Hash;
 
 /// At most `limit` entries; inserting past the limit drops the least recently used one.
@@ -21,7 +23,7 @@ impl<K: Eq + Hash + Clone, V> Lru<K, V> {
         Lru {
             limit,
             tick: 0,
-            entries: HashMap::new(),
+            entries: HashMap::default(),
             order: BTreeMap::new(),
         }
     }
@@ -35,6 +37,11 @@ impl<K: Eq + Hash + Clone, V> Lru<K, V> {
         *stamp = tick;
         self.order.insert(tick, key.clone());
         Some(value)
+    }
+
+    /// The value of `key`, its recency unchanged.
+    pub fn peek(&self, key: &K) -> Option<&V> {
+        self.entries.get(key).map(|(v, _)| v)
     }
 
     /// Store `value` under `key` and evict the least recently used entries past the limit.

@@ -474,6 +474,7 @@ impl PyCfgGrammar {
                 cfg_configs: lim(limits.3, "Limits.cfg_configs")?,
                 cfg_walk_visits: lim(limits.4, "Limits.cfg_walk_visits")?,
                 cfg_masks: 0, // this wrapper keeps the one mask cache
+                cfg_insides: lim(cache_masks, "Limits.cfg_masks")?,
                 class_trie_max: lim(class_trie_max, "native CFG: class_trie_max")?,
             };
             let cache = lim(cache_masks, "Limits.cfg_masks")?;

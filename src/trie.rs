@@ -21,6 +21,11 @@ pub struct TokenTrie {
     pub tok_ids: Vec<u32>,
     /// The longest token, in bytes (the deepest node).
     pub max_depth: usize,
+    /// `deepest[i]`: the depth of the deepest node of `i`'s subtree (`i` included)
+    pub deepest: Vec<u32>,
+    /// the tokens by length: `by_len[len_ptr[d] .. len_ptr[d + 1]]` are the tokens of `d` classes
+    pub by_len: Vec<u32>,
+    pub len_ptr: Vec<u32>,
 }
 
 impl TokenTrie {
@@ -51,6 +56,9 @@ impl TokenTrie {
             tok_ptr: vec![0],
             tok_ids: Vec::with_capacity(ids.len()),
             max_depth: 0,
+            deepest: Vec::new(),
+            by_len: Vec::new(),
+            len_ptr: Vec::new(),
         };
         // (first, last) ids of a group, its depth, its class label
         let mut stack: Vec<(usize, usize, usize, u8)> = vec![(0, ids.len(), 0, 0)];
@@ -89,7 +97,7 @@ impl TokenTrie {
                 stack.push((a, b, d + 1, class));
             }
         }
-        trie.fill_end();
+        trie.finish();
         trie
     }
 
@@ -107,6 +115,9 @@ impl TokenTrie {
             tok_ptr: vec![0],
             tok_ids: Vec::with_capacity(self.tok_ids.len()),
             max_depth: 0,
+            deepest: Vec::new(),
+            by_len: Vec::new(),
+            len_ptr: Vec::new(),
         };
         // the byte-trie nodes of each pending class node: pool[start .. start + len], ascending
         let mut pool: Vec<u32> = vec![0];
@@ -161,8 +172,45 @@ impl TokenTrie {
             }
             touched.clear();
         }
-        out.fill_end();
+        out.finish();
         out
+    }
+
+    /// The arrays read off the others: `end`, `deepest`, the tokens by length.
+    fn finish(&mut self) {
+        self.fill_end();
+        let n = self.label.len();
+        self.deepest = self.depth.clone();
+        for i in (0..n).rev() {
+            let mut c = i + 1; // the children of i: c, end[c], ... below end[i]
+            while c < self.end[i] as usize {
+                self.deepest[i] = self.deepest[i].max(self.deepest[c]);
+                c = self.end[c] as usize;
+            }
+        }
+        let mut count = vec![0u32; self.max_depth + 2];
+        for i in 0..n {
+            count[self.depth[i] as usize + 1] += self.tokens(i).len() as u32;
+        }
+        for d in 0..=self.max_depth {
+            count[d + 1] += count[d];
+        }
+        let mut at = count.clone();
+        self.by_len = vec![0; self.tok_ids.len()];
+        for i in 0..n {
+            let d = self.depth[i] as usize;
+            for k in self.tok_ptr[i]..self.tok_ptr[i + 1] {
+                self.by_len[at[d] as usize] = self.tok_ids[k as usize];
+                at[d] += 1;
+            }
+        }
+        self.len_ptr = count;
+    }
+
+    /// The tokens of `d` classes or more.
+    pub fn tokens_from_len(&self, d: usize) -> &[u32] {
+        let from = self.len_ptr[d.min(self.max_depth + 1)] as usize;
+        &self.by_len[from..]
     }
 
     /// `end[i]`: the first node after `i` in preorder that is no deeper than `i`.

@@ -310,6 +310,48 @@ def test_json_schemas_agree_on_tekken(tekken: gm.Vocabulary, tekken_tokenizer: A
     walk_both(nat, py, lambda o: rng.randrange(len(o)), 25)
 
 
+# Lexer states that share what they allow (src/cfg/inside.rs): the lengths of bounded strings, with
+# the bound nearer and farther than the longest token (76 bytes on tekken), keys spelled among known
+# ones beside any other key, a format.
+SHARING: list[dict[str, Any]] = [
+    {"type": "object", "properties": {"a": {"type": "string", "maxLength": 3},
+                                      "b": {"type": "string", "minLength": 2, "maxLength": 12},
+                                      "c": {"type": "string", "maxLength": 40},
+                                      "d": {"type": "string", "maxLength": 90}},
+     "required": ["a", "b", "c", "d"]},
+    {"type": "object", "properties": {"alpha": {"type": "integer"}, "alphabet": {"type": "string"},
+                                      "beta": {"type": "boolean"}},
+     "additionalProperties": {"type": "string", "maxLength": 20}},
+    {"type": "array", "items": {"type": "string", "format": "date-time"}, "minItems": 2, "maxItems": 3},
+]
+SHARING_DOCS = [
+    {"a": "abc", "b": "twelve chars", "c": "x" * 40, "d": "The quick brown fox jumps over the lazy dog. " * 2},
+    {"alpha": 1, "alphabet": "abc", "beta": True, "alphab": "twenty characters!!", "bet": ""},
+    ["2024-02-29T12:30:45.123456789+01:00", "1999-12-31T23:59:59Z"],
+]
+
+
+def long_first(rng: random.Random, vocab: gm.Vocabulary) -> Callable[[Sequence[int]], int]:
+    """A choice for walk_both that takes one of the 20 longest legal tokens half of the time (long
+    tokens reach the bounds of bounded strings)."""
+    def choose(options: Sequence[int]) -> int:
+        if isinstance(options, range) or rng.random() < 0.5:
+            return rng.randrange(len(options))
+        by_length = sorted(range(len(options)), key=lambda i: -len(vocab.token_bytes[options[i]]))
+        return rng.choice(by_length[:20])
+    return choose
+
+
+@pytest.mark.parametrize("i", range(len(SHARING)))
+def test_shared_lexer_states_agree_on_tekken(tekken: gm.Vocabulary, tekken_tokenizer: Any, i: int) -> None:
+    nat, py = pair(gm.JsonSchema(SHARING[i]), tekken)
+    for text in (json.dumps(SHARING_DOCS[i]), json.dumps(SHARING_DOCS[i], indent=1)):
+        token_by_token(nat, py, tekken_tokenizer.encode(text, bos=False, eos=False))
+    rng = random.Random(i)
+    for _ in range(4):
+        walk_both(nat, py, long_first(rng, tekken), 30)
+
+
 # ---- long outputs, budgets, threads, errors ---------------------------------------------------------------
 
 TINY = gm.Vocabulary.from_tokens([b"a", b"b", b"aa", b""], eos_token_id=3)

@@ -88,6 +88,7 @@ fuzz_target!(|data: &[u8]| {
         cfg_configs: 64,
         cfg_walk_visits: 500,
         cfg_masks: 1 + inp.below(4),
+        cfg_insides: inp.below(3),
         ..Limits::default()
     };
     let Ok(grammar) = Grammar::new(

@@ -15,7 +15,9 @@
 //! do not depend on hash order.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
+
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 use super::earley::{ESet, Grammar, END, SHIFT, SLOT};
@@ -107,7 +109,7 @@ pub fn table(e: &Arc<ESet>, g: &Grammar, tails: &Tails) -> Arc<Costs> {
 fn compute(e: &Arc<ESet>, g: &Grammar, tails: &Tails) -> Costs {
     let tail = &tails.0;
     let mut heap: BinaryHeap<Reverse<(u64, u32, u64, Back)>> = BinaryHeap::new();
-    let mut inner: HashMap<u32, Vec<(u32, u32)>> = HashMap::new(); // B -> (dot, X) predicted here
+    let mut inner: HashMap<u32, Vec<(u32, u32)>> = HashMap::default(); // B -> (dot, X) predicted here
     let mut serial = 0u64;
     if e.index == 0 {
         heap.push(Reverse((0, g.start, serial, None)));
@@ -133,7 +135,7 @@ fn compute(e: &Arc<ESet>, g: &Grammar, tails: &Tails) -> Costs {
             }
         }
     }
-    let mut out: Costs = HashMap::new();
+    let mut out: Costs = HashMap::default();
     while let Some(Reverse((cost, x, _, back))) = heap.pop() {
         if cost >= INF || out.contains_key(&x) {
             continue;

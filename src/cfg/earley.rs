@@ -14,7 +14,9 @@
 //! holds the part of the chart it needs: fork and rollback are free, and a set nothing refers to is
 //! freed (iteratively: a long chart does not recurse in `drop`).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use super::lexer::Lexer;
@@ -119,7 +121,7 @@ impl Grammar {
         let mut reach = Vec::with_capacity(n_nonterminals);
         for z in 0..n_nonterminals {
             let mut seen = vec![z as u32];
-            let mut in_seen: HashSet<u32> = HashSet::from([z as u32]);
+            let mut in_seen: HashSet<u32> = [z as u32].into_iter().collect();
             let mut todo = vec![z as u32];
             while let Some(y) = todo.pop() {
                 for &(w, _) in &own_wait[y as usize] {
@@ -179,7 +181,7 @@ pub struct Sigs {
 impl Sigs {
     pub fn new(limit: usize) -> Self {
         Sigs {
-            ids: HashMap::new(),
+            ids: HashMap::default(),
             next: 0,
             limit,
         }
@@ -251,12 +253,12 @@ impl ESet {
         predict: Option<u32>,
     ) -> Result<Arc<ESet>, CfgError> {
         let g = cx.g;
-        let mut items: HashSet<u64> = HashSet::new();
-        let mut slot_of: HashMap<*const ESet, u32> = HashMap::new();
+        let mut items: HashSet<u64> = HashSet::default();
+        let mut slot_of: HashMap<*const ESet, u32> = HashMap::default();
         let mut origins: Vec<Arc<ESet>> = Vec::new();
-        let mut waiting: HashMap<u32, Vec<u64>> = HashMap::new();
-        let mut scan: HashMap<u32, Vec<u64>> = HashMap::new();
-        let mut predicted: HashSet<u32> = HashSet::new();
+        let mut waiting: HashMap<u32, Vec<u64>> = HashMap::default();
+        let mut scan: HashMap<u32, Vec<u64>> = HashMap::default();
+        let mut predicted: HashSet<u32> = HashSet::default();
         let predict_ = |x: u32,
                         predicted: &mut HashSet<u32>,
                         scan: &mut HashMap<u32, Vec<u64>>,
@@ -371,8 +373,8 @@ impl ESet {
             accepting,
             sig,
             pend,
-            leo: Mutex::new(HashMap::new()),
-            next: Mutex::new(HashMap::new()),
+            leo: Mutex::new(HashMap::default()),
+            next: Mutex::new(HashMap::default()),
             completion: OnceLock::new(),
         });
         if cx.recent_limit > 0 {

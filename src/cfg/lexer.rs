@@ -14,7 +14,9 @@
 //! shadow sets are interned to small ids; the transition of a lexer state by a byte class
 //! ([`LexStep`]) is computed once and kept.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::CfgError;
 use crate::classes::{ByteClasses, Cells};
@@ -170,6 +172,11 @@ impl Lexer {
         self.accepting.len()
     }
 
+    /// The terminal state `q` belongs to.
+    pub fn terminal_of(&self, q: u32) -> u32 {
+        self.term_of[q as usize]
+    }
+
     /// Number of terminals.
     pub fn n_terminals(&self) -> usize {
         self.start.len()
@@ -181,10 +188,69 @@ impl Lexer {
         self.table[s as usize * self.classes.count + usize::from(c)]
     }
 
+    /// The states after each class from `s`.
+    #[inline]
+    fn row(&self, s: u32) -> &[u32] {
+        let w = self.classes.count;
+        &self.table[s as usize * w..(s as usize + 1) * w]
+    }
+
     /// The state after byte `b` from `s`.
     #[inline]
     pub fn next_byte(&self, s: u32, b: u8) -> u32 {
         self.next(s, self.class_of(b))
+    }
+}
+
+impl Lexer {
+    /// The length of the shortest byte string after which the lexer states of one lexeme in
+    /// progress, in DFA state `a` or in `b` (of one terminal, no shadows), step differently: one
+    /// dies and the other does not, or one can close and the other cannot (or closing leaves a
+    /// shadow), or one can go on and the other cannot. `depth + 1` when no string of at most `depth`
+    /// bytes tells them apart. Then every token shorter than the answer is taken from `a` exactly
+    /// as from `b` ([`super::inside::Inside`]): a string of `maxLength` 1,000 has a DFA state per
+    /// length, and all of them far from the bound take tokens alike. A breadth-first search over
+    /// pairs of states (each pair once, at its least depth); when it meets more than `pairs` pairs
+    /// the depth it got to is the answer (no more than the truth).
+    pub fn first_difference(&self, a: u32, b: u32, depth: usize, pairs: usize) -> usize {
+        let mut seen: HashSet<(u32, u32)> = HashSet::default();
+        let mut level = vec![(a, b)];
+        let mut next_level = Vec::new();
+        for at in 1..=depth {
+            for &(x, y) in &level {
+                let (rx, ry) = (self.row(x), self.row(y));
+                let mut last = (0, 0);
+                for (&nx, &ny) in rx.iter().zip(ry) {
+                    if nx == ny || (nx, ny) == last {
+                        continue; // the same state (dead included) from here on, or just checked
+                    }
+                    last = (nx, ny);
+                    let (i, j) = (nx as usize, ny as usize);
+                    if nx == 0
+                        || ny == 0
+                        || self.accepting[i] != self.accepting[j]
+                        || self.reaccept[i] != self.reaccept[j]
+                        || self.term_of[i] != self.term_of[j]
+                        // each close would leave its own state as a shadow
+                        || (self.accepting[i] && self.greedy[self.term_of[i] as usize] && self.reaccept[i])
+                    {
+                        return at;
+                    }
+                    if self.reaccept[i] && seen.insert((nx, ny)) {
+                        if seen.len() > pairs {
+                            return at;
+                        }
+                        next_level.push((nx, ny));
+                    }
+                }
+            }
+            std::mem::swap(&mut level, &mut next_level);
+            next_level.clear();
+            if level.is_empty() {
+                break;
+            }
+        }
+        depth + 1
     }
 }
 
@@ -243,7 +309,7 @@ pub struct Interner<K> {
 impl<K: std::hash::Hash + Eq + Clone> Interner<K> {
     pub fn new() -> Self {
         Interner {
-            ids: HashMap::new(),
+            ids: HashMap::default(),
             values: Vec::new(),
         }
     }
@@ -313,8 +379,8 @@ impl LexCache {
                 next: NONE,
                 closes: Vec::new(),
             }],
-            shadow_step: HashMap::new(),
-            finish: HashMap::new(),
+            shadow_step: HashMap::default(),
+            finish: HashMap::default(),
         }
     }
 
@@ -378,7 +444,7 @@ impl LexCache {
         if let Some(&hit) = self.finish.get(&(q, sh)) {
             return hit;
         }
-        let mut seen: HashMap<(u32, u32), ()> = HashMap::new();
+        let mut seen: HashMap<(u32, u32), ()> = HashMap::default();
         seen.insert((q, sh), ());
         let mut todo = VecDeque::from([(q, sh)]);
         let mut found = false;
@@ -474,6 +540,15 @@ impl LexCache {
             return None;
         }
         Some(LexStep { next, closes })
+    }
+
+    /// What lexer state `lex` is made of, to find lexer states like it: the terminals of its
+    /// lexemes in progress and its shadow set.
+    pub fn shape(&self, lx: &Lexer, lex: u32) -> (Vec<u32>, u32) {
+        let (pend, sh) = &self.states.values[lex as usize];
+        let mut terms: Vec<u32> = pend.iter().map(|&q| lx.term_of[q as usize]).collect();
+        terms.sort_unstable();
+        (terms, *sh)
     }
 
     /// The lexer state at a boundary whose candidate lexemes start in `pend`, after shadows `sh`;

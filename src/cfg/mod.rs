@@ -11,10 +11,12 @@
 
 pub mod complete;
 pub mod earley;
+pub mod inside;
 pub mod lexer;
 pub mod walk;
 
 use std::collections::VecDeque;
+
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,6 +27,7 @@ use crate::lru::Lru;
 use crate::trie::TokenTrie;
 use crate::vocab::{lock, Vocab};
 use earley::{Ctx, ESet, Grammar, Sigs};
+use inside::Insides;
 use lexer::{LexCache, Lexer, NONE};
 use walk::{WConf, Walk};
 
@@ -63,6 +66,8 @@ pub struct Limits {
     pub cfg_configs: usize,
     pub cfg_walk_visits: usize,
     pub cfg_masks: usize,
+    /// what lexer states allow by themselves ([`walk::Inside`]: a mask's words each), kept per grammar
+    pub cfg_insides: usize,
     /// masks walk the token trie over the lexer's byte classes when there are at most this many
     /// classes, else the byte trie (shared by every grammar of the vocabulary: no trie to build)
     pub class_trie_max: usize,
@@ -77,6 +82,7 @@ impl Default for Limits {
             cfg_configs: 4096,
             cfg_walk_visits: 10_000,
             cfg_masks: 2048,
+            cfg_insides: 2048,
             class_trie_max: 32,
         }
     }
@@ -151,12 +157,14 @@ impl Hash for State {
     }
 }
 
-/// What changes while the grammar is used: the lexer-state machine, signatures, recent sets, masks.
+/// What changes while the grammar is used: the lexer-state machine, signatures, recent sets, masks,
+/// and what each lexer state allows by itself (as many as masks: each holds a mask's words).
 struct Caches {
     lex: LexCache,
     sigs: Sigs,
     recent: VecDeque<Arc<ESet>>,
     masks: Lru<Key, Arc<[u32]>>,
+    inside: Insides,
 }
 
 static SERIAL: AtomicU64 = AtomicU64::new(0);
@@ -206,6 +214,7 @@ impl CfgEngine {
             sigs: Sigs::new(limits.earley_signatures.max(1)),
             recent: VecDeque::new(),
             masks: Lru::new(limits.cfg_masks),
+            inside: Insides::new(limits.cfg_insides),
         };
         let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
         let e0 = {
@@ -267,7 +276,7 @@ impl CfgEngine {
         &self,
         state: &State,
         count_visits: bool,
-        f: impl FnOnce(&mut Walk<'_>, Vec<WConf>) -> Result<T, CfgError>,
+        f: impl FnOnce(&mut Walk<'_>, Vec<WConf>, &mut Insides) -> Result<T, CfgError>,
     ) -> Result<T, CfgError> {
         self.check(state)?;
         let mut guard = lock(&self.caches);
@@ -289,12 +298,12 @@ impl CfgEngine {
                 fresh: k.fresh,
             })
             .collect();
-        f(&mut w, root)
+        f(&mut w, root, &mut c.inside)
     }
 
     /// The state after `data` (empty when `data` leaves the language's prefixes).
     pub fn feed(&self, state: &State, data: &[u8]) -> Result<Arc<State>, CfgError> {
-        self.with_walk(state, false, |w, root| {
+        self.with_walk(state, false, |w, root, _| {
             let mut cur = root;
             let mut nxt = Vec::new();
             for &b in data {
@@ -334,8 +343,12 @@ impl CfgEngine {
         }
         let mut words = vec![0u32; self.vocab.n_words()];
         if !state.is_empty() {
-            self.with_walk(state, true, |w, root| {
-                w.mask(&self.trie, &self.reps, &root, &mut words)
+            let n_words = words.len();
+            self.with_walk(state, true, |w, root, insides| {
+                let mut inside = |w: &mut Walk<'_>, lex: u32| {
+                    insides.get(w, &self.trie, &self.reps, lex, n_words)
+                };
+                w.mask(&self.trie, &self.reps, &root, &mut inside, &mut words)
             })?;
         }
         let words: Arc<[u32]> = words.into();

@@ -10,10 +10,11 @@
 //! parser's answers (advance by a terminal, the fresh lexer state after a close), so that a mask
 //! walk over a trie of 10^5 tokens asks the parser once per distinct close.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 use super::earley::{Ctx, ESet};
+use super::inside::Inside;
 use super::lexer::{Interner, LexCache, Lexer, NONE};
 use super::{CfgError, Limits};
 use crate::trie::TokenTrie;
@@ -46,9 +47,9 @@ impl<'a> Walk<'a> {
             lc,
             limits,
             sets: Vec::new(),
-            ids: HashMap::new(),
-            advanced: HashMap::new(),
-            fresh: HashMap::new(),
+            ids: HashMap::default(),
+            advanced: HashMap::default(),
+            fresh: HashMap::default(),
             visits: count_visits.then_some(limits.cfg_walk_visits),
         }
     }
@@ -168,54 +169,141 @@ impl<'a> Walk<'a> {
         Ok(())
     }
 
-    /// Mask words of the tokens of `trie` that leave `root` non-empty: one preorder scan of the trie,
-    /// stepping the configuration set of each node from its parent's and skipping the subtree of
-    /// every node where it dies. The trie is over the lexer's byte classes (bytes whose columns of
-    /// the combined lexer table are equal step every lexer state alike): `reps[c]` is a byte of class
-    /// `c`. Configuration sets are interned for the walk and their steps kept
-    /// in a table, so each distinct (set, byte) is stepped once however many tokens pass through it.
+    /// Mask words of the tokens of `trie` that leave `root` non-empty, the tokens each lexer
+    /// state allows by itself read from `inside` (computed there on a miss).
+    ///
+    /// A token is legal iff its configuration set stays non-empty, and a set steps configuration by
+    /// configuration, so the mask is the union over `root`'s configurations. From one configuration
+    /// `(E, L)` a token's bytes either stay inside the lexemes `L` has in progress (the parser is
+    /// not asked: those tokens depend on `L` alone, [`Inside`]) or close one at some trie node, after
+    /// which the walk goes on from the configurations the close makes, over that node's subtree
+    /// only. So a first visit of a state inside a JSON string walks the few hundred subtrees where
+    /// the string can end, not the whole trie.
     pub fn mask(
         &mut self,
         trie: &TokenTrie,
         reps: &[u8],
         root: &[WConf],
+        inside: &mut dyn FnMut(&mut Self, u32) -> Arc<Inside>,
         words: &mut [u32],
     ) -> Result<(), CfgError> {
-        let mut sets: Interner<Vec<WConf>> = Interner::new();
-        let mut root = root.to_vec();
-        root.sort_unstable();
-        sets.intern(root);
-        // trans[id * 256 + b]: 0 unknown, 1 dead, else 2 + the id of the set after b
-        let mut trans: Vec<u32> = vec![0; 256];
-        let mut levels: Vec<u32> = vec![0; trie.max_depth + 1];
-        let mut scratch = Vec::new();
-        let n = trie.n_nodes();
-        let mut i = 1;
-        while i < n {
+        let mut sub = Subtrees::new(trie.max_depth);
+        let mut lexes: Vec<u32> = root.iter().map(|c| c.lex).collect();
+        lexes.sort_unstable();
+        lexes.dedup();
+        let insides: Vec<Arc<Inside>> = lexes.iter().map(|&l| inside(self, l)).collect();
+        for ins in &insides {
+            for (w, &x) in words.iter_mut().zip(ins.words.iter()) {
+                *w |= x;
+            }
+        }
+        let mut confs = Vec::new();
+        for c in root {
+            let ins = &insides[lexes.binary_search(&c.lex).unwrap_or(0)];
+            for &(node, st) in &ins.closes {
+                confs.clear();
+                for i in 0..self.lc.steps[st as usize].closes.len() {
+                    let (t, sh) = self.lc.steps[st as usize].closes[i];
+                    let s2 = self.advance(c.set, t)?;
+                    if s2 == NONE {
+                        continue;
+                    }
+                    let lex = self.fresh_lex(s2, sh);
+                    if lex != NONE {
+                        push_unique(
+                            &mut confs,
+                            WConf {
+                                set: s2,
+                                lex,
+                                fresh: true,
+                            },
+                        );
+                    }
+                }
+                if !confs.is_empty() {
+                    confs.sort_unstable();
+                    sub.walk(self, trie, reps, node as usize, &confs, words)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Walks of trie subtrees from configuration sets, sharing for one mask the interned sets and
+/// their steps (each distinct (set, byte class) is stepped once however many subtrees meet it).
+struct Subtrees {
+    sets: Interner<Vec<WConf>>,
+    /// `trans[id * 256 + c]`: 0 unknown, 1 dead, else 2 + the id of the set after class `c`
+    trans: Vec<u32>,
+    levels: Vec<u32>,
+    scratch: Vec<WConf>,
+}
+
+impl Subtrees {
+    fn new(max_depth: usize) -> Self {
+        Subtrees {
+            sets: Interner::new(),
+            trans: Vec::new(),
+            levels: vec![0; max_depth + 1],
+            scratch: Vec::new(),
+        }
+    }
+
+    fn intern(&mut self, confs: Vec<WConf>) -> u32 {
+        let id = self.sets.intern(confs);
+        if self.trans.len() < (id as usize + 1) * 256 {
+            self.trans.resize((id as usize + 1) * 256, 0);
+        }
+        id
+    }
+
+    /// Mark the tokens of `node` and of its subtree that leave `root` (sorted, non-empty) alive:
+    /// a preorder scan stepping each node's set from its parent's, skipping dead subtrees. The trie
+    /// is over the lexer's byte classes (bytes whose columns of the combined lexer table are equal
+    /// step every lexer state alike): `reps[c]` is a byte of class `c`.
+    fn walk(
+        &mut self,
+        w: &mut Walk<'_>,
+        trie: &TokenTrie,
+        reps: &[u8],
+        node: usize,
+        root: &[WConf],
+        words: &mut [u32],
+    ) -> Result<(), CfgError> {
+        for &t in trie.tokens(node) {
+            words[t as usize >> 5] |= 1 << (t & 31);
+        }
+        let top = trie.depth[node] as usize;
+        self.levels[top] = self.intern(root.to_vec());
+        let end = trie.end[node] as usize;
+        let mut i = node + 1;
+        while i < end {
             let d = trie.depth[i] as usize;
             let c = trie.label[i];
-            let b = reps[usize::from(c)];
-            let slot = levels[d - 1] as usize * 256 + usize::from(c);
-            let mut next = trans[slot];
+            let slot = self.levels[d - 1] as usize * 256 + usize::from(c);
+            let mut next = self.trans[slot];
             if next == 0 {
-                self.step(&sets.values[levels[d - 1] as usize], b, &mut scratch)?;
+                let mut scratch = std::mem::take(&mut self.scratch);
+                w.step(
+                    &self.sets.values[self.levels[d - 1] as usize],
+                    reps[usize::from(c)],
+                    &mut scratch,
+                )?;
                 next = if scratch.is_empty() {
+                    self.scratch = scratch;
                     1
                 } else {
                     scratch.sort_unstable();
-                    let id = sets.intern(std::mem::take(&mut scratch));
-                    if trans.len() < (id as usize + 1) * 256 {
-                        trans.resize((id as usize + 1) * 256, 0);
-                    }
-                    id + 2
+                    self.intern(scratch) + 2
                 };
-                trans[slot] = next;
+                self.trans[slot] = next;
             }
             if next == 1 {
                 i = trie.end[i] as usize;
                 continue;
             }
-            levels[d] = next - 2;
+            self.levels[d] = next - 2;
             for &t in trie.tokens(i) {
                 words[t as usize >> 5] |= 1 << (t & 31);
             }

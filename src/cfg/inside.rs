@@ -1,0 +1,507 @@
+//! What a lexer state allows by itself, and the cache that shares it between lexer states.
+//!
+//! From a configuration `(E, L)` a token's bytes either stay inside the lexemes `L` has in progress
+//! or close one somewhere; the first kind depends on `L` alone. [`Inside`] holds it: the tokens that
+//! stay inside, and the trie nodes where a lexeme closes (where the mask walk asks the parser).
+//! Computing one is a walk over the whole trie (a JSON string takes almost every token: a few ms
+//! on tekken's 131k tokens), so [`Insides`] shares them: a lexer state that takes every token alike
+//! with one already computed reuses it ([`super::lexer::Lexer::first_difference`]: the lengths of a
+//! `maxLength` string), and one that differs from it only in places is read off it
+//! ([`Inside::diff`]: the spelling of an object's known keys).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use super::lexer::{LexCache, Lexer, NONE};
+use super::walk::Walk;
+use crate::lru::Lru;
+use crate::trie::TokenTrie;
+
+/// What a lexer state allows by itself (the same for every Earley set it is paired with): the
+/// tokens whose bytes stay inside the lexemes in progress, and the trie nodes where one of them
+/// closes (with the [`super::lexer::LexStep`] there, whose closes the parser must judge).
+#[derive(Debug)]
+pub struct Inside {
+    pub words: Vec<u32>,
+    pub closes: Vec<(u32, u32)>,
+}
+
+impl Inside {
+    /// The tokens of `trie` that lexer state `lex` takes without closing a lexeme, and the nodes
+    /// where it can close one: one preorder scan following only the lexer.
+    pub fn of(
+        lc: &mut LexCache,
+        lx: &Lexer,
+        trie: &TokenTrie,
+        reps: &[u8],
+        lex: u32,
+        n_words: usize,
+    ) -> Inside {
+        let mut words = vec![0u32; n_words];
+        let mut closes = Vec::new();
+        let mut levels: Vec<u32> = vec![0; trie.max_depth + 1];
+        levels[0] = lex;
+        let n = trie.n_nodes();
+        let mut i = 1;
+        while i < n {
+            let d = trie.depth[i] as usize;
+            let b = reps[usize::from(trie.label[i])];
+            let st = lc.step(lx, levels[d - 1], b);
+            if st == 0 {
+                i = trie.end[i] as usize;
+                continue;
+            }
+            let step = &lc.steps[st];
+            if !step.closes.is_empty() {
+                closes.push((i as u32, st as u32));
+            }
+            if step.next == NONE {
+                i = trie.end[i] as usize;
+                continue;
+            }
+            levels[d] = step.next;
+            for &t in trie.tokens(i) {
+                words[t as usize >> 5] |= 1 << (t & 31);
+            }
+            i += 1;
+        }
+        Inside { words, closes }
+    }
+
+    /// [`Inside::of`] for `lex`, read off `reference`, what a lexer state that takes every token
+    /// shorter than `from` classes alike allows: only the subtrees below depth `from` are walked
+    /// again (a state of a `maxLength` string differs from the one a character before only in the
+    /// tokens long enough to reach the bound).
+    #[allow(clippy::too_many_arguments)]
+    pub fn deep(
+        lc: &mut LexCache,
+        lx: &Lexer,
+        trie: &TokenTrie,
+        reps: &[u8],
+        lex: u32,
+        reference: &Inside,
+        from: usize,
+    ) -> Inside {
+        let mut words = reference.words.clone();
+        for &t in trie.tokens_from_len(from) {
+            words[t as usize >> 5] &= !(1 << (t & 31));
+        }
+        let mut added = Vec::new();
+        let mut levels: Vec<u32> = vec![0; trie.max_depth + 1];
+        levels[0] = lex;
+        let n = trie.n_nodes();
+        let mut i = 1;
+        while i < n {
+            if (trie.deepest[i] as usize) < from {
+                i = trie.end[i] as usize; // nothing that deep below
+                continue;
+            }
+            let d = trie.depth[i] as usize;
+            let st = lc.step(lx, levels[d - 1], reps[usize::from(trie.label[i])]);
+            if st == 0 {
+                i = trie.end[i] as usize;
+                continue;
+            }
+            let step = &lc.steps[st];
+            if d >= from {
+                if !step.closes.is_empty() {
+                    added.push((i as u32, st as u32));
+                }
+                if step.next != NONE {
+                    for &t in trie.tokens(i) {
+                        words[t as usize >> 5] |= 1 << (t & 31);
+                    }
+                }
+            }
+            if step.next == NONE {
+                i = trie.end[i] as usize;
+                continue;
+            }
+            levels[d] = step.next;
+            i += 1;
+        }
+        let kept = reference
+            .closes
+            .iter()
+            .copied()
+            .filter(|c| (trie.depth[c.0 as usize] as usize) < from);
+        Inside {
+            words,
+            closes: merge(kept, added),
+        }
+    }
+
+    /// [`Inside::of`] for `lex`, read off `reference`, what lexer state `ref_lex` allows: the two
+    /// are walked side by side, and a subtree where both reach the same lexer state (or the same
+    /// step) is the same in both, so only where they differ is visited. A key of an object whose
+    /// keys are known: its lexer state while a key is being spelled differs from the one at the
+    /// key's start only along the spellings of the known keys, a few hundred nodes of the trie.
+    /// None when the two differ at more than `max_nodes` nodes (a fresh walk is then as cheap).
+    #[allow(clippy::too_many_arguments)]
+    pub fn diff(
+        lc: &mut LexCache,
+        lx: &Lexer,
+        trie: &TokenTrie,
+        reps: &[u8],
+        lex: u32,
+        ref_lex: u32,
+        reference: &Inside,
+        max_nodes: usize,
+    ) -> Option<Inside> {
+        let mut visited = 0;
+        let mut words = reference.words.clone();
+        let mut added = Vec::new();
+        let mut dropped = Vec::new();
+        // the lexer states of `lex` and `ref_lex` at each depth of the path (NONE: dead)
+        let mut xs: Vec<u32> = vec![NONE; trie.max_depth + 1];
+        let mut ys: Vec<u32> = vec![NONE; trie.max_depth + 1];
+        xs[0] = lex;
+        ys[0] = ref_lex;
+        let n = trie.n_nodes();
+        let mut i = 1;
+        while i < n {
+            let d = trie.depth[i] as usize;
+            let b = reps[usize::from(trie.label[i])];
+            let sx = if xs[d - 1] == NONE {
+                0
+            } else {
+                lc.step(lx, xs[d - 1], b)
+            };
+            let sy = if ys[d - 1] == NONE {
+                0
+            } else {
+                lc.step(lx, ys[d - 1], b)
+            };
+            let (px, py) = (&lc.steps[sx], &lc.steps[sy]);
+            if sx == sy || (px.next == py.next && px.closes == py.closes) {
+                i = trie.end[i] as usize; // the same from here on
+                continue;
+            }
+            visited += 1;
+            if visited > max_nodes {
+                return None;
+            }
+            if !py.closes.is_empty() {
+                dropped.push(i as u32);
+            }
+            if !px.closes.is_empty() {
+                added.push((i as u32, sx as u32));
+            }
+            let (nx, ny) = (px.next, py.next);
+            if (nx == NONE) != (ny == NONE) {
+                for &t in trie.tokens(i) {
+                    words[t as usize >> 5] ^= 1 << (t & 31); // taken by exactly one of them
+                }
+            }
+            if nx == NONE && ny == NONE {
+                i = trie.end[i] as usize;
+                continue;
+            }
+            xs[d] = nx;
+            ys[d] = ny;
+            i += 1;
+        }
+        // the reference's closes where the walk did not go, and this state's where it did
+        let kept = reference
+            .closes
+            .iter()
+            .copied()
+            .filter(|c| dropped.binary_search(&c.0).is_err());
+        let closes = merge(kept, added);
+        Some(Inside { words, closes })
+    }
+
+    /// Bytes held (for cache bounds).
+    pub fn bytes(&self) -> usize {
+        4 * self.words.len() + 8 * self.closes.len()
+    }
+}
+
+/// Two lists of closes in preorder (by node), as one.
+fn merge(a: impl Iterator<Item = (u32, u32)>, b: Vec<(u32, u32)>) -> Vec<(u32, u32)> {
+    let mut out = Vec::with_capacity(b.len());
+    let mut a = a.peekable();
+    for x in b {
+        while let Some(&y) = a.peek() {
+            if y.0 >= x.0 {
+                break;
+            }
+            out.push(y);
+            a.next();
+        }
+        out.push(x);
+    }
+    out.extend(a);
+    out
+}
+
+/// What lexer states allow by themselves ([`Inside`]), kept per lexer state (as many as masks:
+/// each holds a mask's words), with the last ones computed as candidates to share.
+pub struct Insides {
+    by_lex: Lru<u32, Arc<Inside>>,
+    /// the lexer states last computed, newest first, with their shapes ([`LexCache::shape`])
+    recent: VecDeque<(u32, (Vec<u32>, u32))>,
+}
+
+/// Computed lexer states kept as candidates, and the pairs of DFA states one comparison of
+/// [`Lexer::first_difference`] may visit.
+const CANDIDATES: usize = 8;
+const ALIKE_PAIRS: usize = 2048;
+/// Trie nodes a walk of [`Inside::diff`] may visit before it gives up for a fresh walk (a fresh
+/// walk of a JSON string's state visits about 200,000 on tekken).
+const DIFF_NODES: usize = 8192;
+
+impl Insides {
+    pub fn new(limit: usize) -> Self {
+        Insides {
+            by_lex: Lru::new(limit),
+            recent: VecDeque::new(),
+        }
+    }
+
+    /// What lexer state `lex` allows by itself: cached; else a candidate's of the same shape that
+    /// takes every token alike; else read off the candidate that shares the most terminals with it
+    /// ([`Inside::diff`]); else walked afresh.
+    pub fn get(
+        &mut self,
+        w: &mut Walk<'_>,
+        trie: &TokenTrie,
+        reps: &[u8],
+        lex: u32,
+        n_words: usize,
+    ) -> Arc<Inside> {
+        if let Some(hit) = self.by_lex.get(&lex) {
+            return Arc::clone(hit);
+        }
+        let lx = w.cx.lx;
+        let shape = w.lc.shape(lx, lex);
+        // a candidate of the same shape that takes the tokens alike, or all but the longest
+        if let Some((from, reference)) = self.alike(w.lc, lx, lex, &shape, trie.max_depth) {
+            let made = if from > trie.max_depth {
+                reference
+            } else {
+                let made = Arc::new(Inside::deep(w.lc, lx, trie, reps, lex, &reference, from));
+                self.remember(lex, shape);
+                made
+            };
+            self.by_lex.put(lex, Arc::clone(&made));
+            return made;
+        }
+        // the candidate most alike (the most DFA states in common, then the most terminals; the
+        // newest of those): the start of a key and a key being spelled differ in few places
+        let pend = &w.lc.states.values[lex as usize].0;
+        let mut best: Option<((usize, usize), u32)> = None;
+        for (cand, (terms, _)) in &self.recent {
+            let shared = terms
+                .iter()
+                .filter(|t| shape.0.binary_search(t).is_ok())
+                .count();
+            let same = w.lc.states.values[*cand as usize]
+                .0
+                .iter()
+                .filter(|q| pend.binary_search(q).is_ok())
+                .count();
+            if shared > 0 && best.is_none_or(|b| (same, shared) > b.0) {
+                best = Some(((same, shared), *cand));
+            }
+        }
+        let mut made = None;
+        if let Some((_, cand)) = best {
+            if let Some(reference) = self.by_lex.peek(&cand) {
+                let reference = Arc::clone(reference);
+                made = Inside::diff(w.lc, lx, trie, reps, lex, cand, &reference, DIFF_NODES);
+            }
+        }
+        let made = Arc::new(made.unwrap_or_else(|| Inside::of(w.lc, lx, trie, reps, lex, n_words)));
+        self.remember(lex, shape);
+        self.by_lex.put(lex, Arc::clone(&made));
+        made
+    }
+
+    /// Keep `lex` (just computed) as a candidate for the next ones.
+    fn remember(&mut self, lex: u32, shape: (Vec<u32>, u32)) {
+        self.recent.push_front((lex, shape));
+        self.recent.truncate(CANDIDATES);
+    }
+
+    /// The candidate of `shape` whose lexemes in progress take the most tokens alike with `lex`'s
+    /// (compared one by one, in state order, which is terminal order: the shapes are equal), with
+    /// the least length of token they may take differently ([`Lexer::first_difference`]; more than
+    /// `depth`: none) and its [`Inside`]; only for lexer states without shadows, and only when
+    /// tokens of two classes or more are told apart.
+    fn alike(
+        &mut self,
+        lc: &LexCache,
+        lx: &Lexer,
+        lex: u32,
+        shape: &(Vec<u32>, u32),
+        depth: usize,
+    ) -> Option<(usize, Arc<Inside>)> {
+        let pend = |lex: u32| match &lc.states.values[lex as usize] {
+            (pend, 0) => Some(pend),
+            _ => None,
+        };
+        let qs = pend(lex)?;
+        let mut best: Option<(usize, Arc<Inside>)> = None;
+        for (cand, s) in &self.recent {
+            if s != shape {
+                continue;
+            }
+            let Some(ps) = pend(*cand) else { continue };
+            let Some(hit) = self.by_lex.peek(cand) else {
+                continue;
+            };
+            let from = qs
+                .iter()
+                .zip(ps)
+                .map(|(&q, &p)| lx.first_difference(q, p, depth, ALIKE_PAIRS))
+                .min()
+                .unwrap_or(depth + 1);
+            if from >= 2 && best.as_ref().is_none_or(|b| from > b.0) {
+                best = Some((from, Arc::clone(hit)));
+                if from > depth {
+                    break;
+                }
+            }
+        }
+        best
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::classes::ByteClasses;
+    use crate::vocab::Vocab;
+
+    /// xorshift64: a fixed stream of pseudo-random numbers
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 % n as u64) as usize
+        }
+    }
+
+    const ALPHABET: &[u8] = b"ab\"";
+
+    /// A lexer of three random terminals over `ALPHABET` (4 to 7 states each, random greediness)
+    fn lexer(rng: &mut Rng) -> Lexer {
+        let sizes: Vec<usize> = (0..3).map(|_| 4 + rng.below(4)).collect();
+        let n = 1 + sizes.iter().sum::<usize>();
+        let mut table = vec![0u32; n * 256];
+        let (mut accepting, mut term_of, mut start) = (vec![false; n], vec![0u32; n], Vec::new());
+        let mut off = 1;
+        for (t, &k) in sizes.iter().enumerate() {
+            start.push(off as u32);
+            for s in off..off + k {
+                term_of[s] = t as u32;
+                accepting[s] = s != off && rng.below(3) == 0;
+                for &b in ALPHABET {
+                    if rng.below(4) != 0 {
+                        table[s * 256 + usize::from(b)] = (off + rng.below(k)) as u32;
+                    }
+                }
+            }
+            off += k;
+        }
+        let greedy = (0..3).map(|_| rng.below(2) == 0).collect();
+        Lexer::new(table, accepting, term_of, start, greedy, vec![false; 3]).unwrap()
+    }
+
+    /// Every string over `ALPHABET` of 1 to 6 bytes as a vocabulary, and its byte trie.
+    fn trie() -> TokenTrie {
+        let mut toks: Vec<Vec<u8>> = vec![Vec::new()];
+        let mut layer: Vec<Vec<u8>> = vec![Vec::new()];
+        for _ in 0..6 {
+            layer = layer
+                .iter()
+                .flat_map(|p| ALPHABET.iter().map(move |&b| [p.as_slice(), &[b]].concat()))
+                .collect();
+            toks.extend(layer.iter().cloned());
+        }
+        let n = toks.len();
+        let vocab = Vocab::from_tokens(toks, &[0], n).unwrap();
+        TokenTrie::build(&vocab, &ByteClasses::identity().map)
+    }
+
+    /// An [`Inside`] as what it means: its words, and per close node the closes there.
+    fn meaning(lc: &LexCache, ins: &Inside) -> (Vec<u32>, Vec<(u32, Vec<(u32, u32)>)>) {
+        let closes = ins
+            .closes
+            .iter()
+            .map(|&(node, st)| (node, lc.steps[st as usize].closes.clone()));
+        (ins.words.clone(), closes.collect())
+    }
+
+    #[test]
+    fn shared_insides_are_the_fresh_ones() {
+        let trie = trie();
+        let reps: Vec<u8> = (0..=255).collect();
+        let words = (trie.tok_ids.len() + 1).div_ceil(32);
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let (mut alike, mut deep, mut diffs) = (0, 0, 0);
+        for _ in 0..24 {
+            let lx = lexer(&mut rng);
+            let mut lc = LexCache::new(&lx);
+            // single lexemes in progress at every DFA state, and the lexer states a few random
+            // bytes away from two or three lexemes started together
+            let mut lexes: Vec<u32> = (1..lx.n_states() as u32)
+                .map(|q| lc.state(vec![q], 0))
+                .collect();
+            for _ in 0..20 {
+                let mut lex = lc.state(lx.start.clone(), 0);
+                for _ in 0..rng.below(4) {
+                    let st = lc.step(&lx, lex, ALPHABET[rng.below(3)]);
+                    if st == 0 || lc.steps[st].next == NONE {
+                        break;
+                    }
+                    lex = lc.steps[st].next;
+                }
+                lexes.push(lex);
+            }
+            let fresh: Vec<Inside> = lexes
+                .iter()
+                .map(|&l| Inside::of(&mut lc, &lx, &trie, &reps, l, words))
+                .collect();
+            for (i, &a) in lexes.iter().enumerate() {
+                let want = meaning(&lc, &fresh[i]);
+                for (j, &b) in lexes.iter().enumerate() {
+                    let got = Inside::diff(&mut lc, &lx, &trie, &reps, a, b, &fresh[j], usize::MAX)
+                        .unwrap();
+                    assert_eq!(meaning(&lc, &got), want, "diff of lexer state {a} from {b}");
+                    diffs += 1;
+                    // one lexeme in progress each, of one terminal: tokens shorter than the first
+                    // difference are taken alike, so only the deeper subtrees need walking again
+                    let (pa, pb) = (
+                        &lc.states.values[a as usize].0,
+                        &lc.states.values[b as usize].0,
+                    );
+                    if i >= lx.n_states() - 1
+                        || j >= lx.n_states() - 1
+                        || lx.terminal_of(pa[0]) != lx.terminal_of(pb[0])
+                    {
+                        continue;
+                    }
+                    let from = lx.first_difference(pa[0], pb[0], trie.max_depth, 64);
+                    if from > trie.max_depth {
+                        assert_eq!(meaning(&lc, &fresh[j]).0, want.0, "{a} and {b} alike");
+                        alike += 1;
+                    } else if from >= 1 {
+                        let got = Inside::deep(&mut lc, &lx, &trie, &reps, a, &fresh[j], from);
+                        assert_eq!(meaning(&lc, &got), want, "{a} from {b} below depth {from}");
+                        deep += 1;
+                    }
+                }
+            }
+        }
+        // the cases the walks take are all met
+        assert!(
+            alike > 50 && deep > 500 && diffs > 10_000,
+            "{alike} {deep} {diffs}"
+        );
+    }
+}
