@@ -428,8 +428,11 @@ mod tests {
         TokenTrie::build(&vocab, &ByteClasses::identity().map)
     }
 
+    /// Per close node, the closes there (terminal, shadow set after).
+    type Closes = Vec<(u32, Vec<(u32, u32)>)>;
+
     /// An [`Inside`] as what it means: its words, and per close node the closes there.
-    fn meaning(lc: &LexCache, ins: &Inside) -> (Vec<u32>, Vec<(u32, Vec<(u32, u32)>)>) {
+    fn meaning(lc: &LexCache, ins: &Inside) -> (Vec<u32>, Closes) {
         let closes = ins
             .closes
             .iter()
