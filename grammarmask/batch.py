@@ -47,7 +47,7 @@ def _fill_rows(matchers: Sequence[Matcher | None], words: npt.NDArray[Any], lo: 
         if compiled.is_accepting_state(state):
             eos = m.vocab.eos_token_id
             uwords[row, eos >> 5] |= np.uint32(1 << (eos & 31))
-        elif not w.any():
+        elif not np.count_nonzero(w):  # (faster than w.any() on a 16 KB row)
             raise NoLegalContinuation(
                 f"no token can follow the output of matcher {row} ({m.num_tokens} tokens): "
                 "the grammar (or an intersection of grammars) has no legal continuation"

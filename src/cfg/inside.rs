@@ -26,6 +26,19 @@ pub struct Inside {
     pub closes: Vec<(u32, u32)>,
 }
 
+/// What the cache holds for a lexer state: its [`Inside`], or that it closes lexemes at so many
+/// nodes that the mask walk takes its configurations whole instead, one pass over the trie: a
+/// lexeme in progress can close and go on (a name closes at every byte: [`LexCache::busy`]), or
+/// its walk met more than [`DENSE_CLOSES`] closes.
+#[derive(Debug, Clone)]
+pub enum Kept {
+    Inside(Arc<Inside>),
+    Dense,
+}
+
+/// Closes past which a lexer state is [`Kept::Dense`].
+pub const DENSE_CLOSES: usize = 2048;
+
 impl Inside {
     /// The tokens of `trie` that lexer state `lex` takes without closing a lexeme, and the nodes
     /// where it can close one: one preorder scan following only the lexer.
@@ -238,7 +251,7 @@ fn merge(a: impl Iterator<Item = (u32, u32)>, b: Vec<(u32, u32)>) -> Vec<(u32, u
 /// What lexer states allow by themselves ([`Inside`]), kept per lexer state (as many as masks:
 /// each holds a mask's words), with the last ones computed as candidates to share.
 pub struct Insides {
-    by_lex: Lru<u32, Arc<Inside>>,
+    by_lex: Lru<u32, Kept>,
     /// the lexer states last computed, newest first, with their shapes ([`LexCache::shape`])
     recent: VecDeque<(u32, (Vec<u32>, u32))>,
 }
@@ -249,7 +262,7 @@ const CANDIDATES: usize = 8;
 const ALIKE_PAIRS: usize = 2048;
 /// Trie nodes a walk of [`Inside::diff`] may visit before it gives up for a fresh walk (a fresh
 /// walk of a JSON string's state visits about 200,000 on tekken).
-const DIFF_NODES: usize = 8192;
+const DIFF_NODES: usize = 4096;
 
 impl Insides {
     pub fn new(limit: usize) -> Self {
@@ -259,33 +272,34 @@ impl Insides {
         }
     }
 
-    /// What lexer state `lex` allows by itself: cached; else a candidate's of the same shape that
-    /// takes every token alike; else read off the candidate that shares the most terminals with it
-    /// ([`Inside::diff`]); else walked afresh.
-    pub fn get(
+    /// What lexer state `lex` allows by itself, when it can be had without a walk of the trie:
+    /// cached; else a candidate's of the same shape that takes every token alike (or all but the
+    /// longest: [`Inside::deep`]); else read off the candidate most like it ([`Inside::diff`]). None:
+    /// it must be walked afresh (then [`Insides::keep`] it).
+    pub fn find(
         &mut self,
         w: &mut Walk<'_>,
         trie: &TokenTrie,
         reps: &[u8],
         lex: u32,
-        n_words: usize,
-    ) -> Arc<Inside> {
+    ) -> Option<Kept> {
         if let Some(hit) = self.by_lex.get(&lex) {
-            return Arc::clone(hit);
+            return Some(hit.clone());
         }
         let lx = w.cx.lx;
+        if w.lc.busy(lx, lex) {
+            self.by_lex.put(lex, Kept::Dense);
+            return Some(Kept::Dense);
+        }
         let shape = w.lc.shape(lx, lex);
         // a candidate of the same shape that takes the tokens alike, or all but the longest
         if let Some((from, reference)) = self.alike(w.lc, lx, lex, &shape, trie.max_depth) {
-            let made = if from > trie.max_depth {
-                reference
-            } else {
-                let made = Arc::new(Inside::deep(w.lc, lx, trie, reps, lex, &reference, from));
-                self.remember(lex, shape);
-                made
-            };
-            self.by_lex.put(lex, Arc::clone(&made));
-            return made;
+            if from > trie.max_depth {
+                self.by_lex.put(lex, Kept::Inside(Arc::clone(&reference)));
+                return Some(Kept::Inside(reference));
+            }
+            let made = Inside::deep(w.lc, lx, trie, reps, lex, &reference, from);
+            return Some(self.keep(lex, shape, Arc::new(made)));
         }
         // the candidate most alike (the most DFA states in common, then the most terminals; the
         // newest of those): the start of a key and a key being spelled differ in few places
@@ -305,17 +319,25 @@ impl Insides {
                 best = Some(((same, shared), *cand));
             }
         }
-        let mut made = None;
-        if let Some((_, cand)) = best {
-            if let Some(reference) = self.by_lex.peek(&cand) {
-                let reference = Arc::clone(reference);
-                made = Inside::diff(w.lc, lx, trie, reps, lex, cand, &reference, DIFF_NODES);
-            }
-        }
-        let made = Arc::new(made.unwrap_or_else(|| Inside::of(w.lc, lx, trie, reps, lex, n_words)));
-        self.remember(lex, shape);
-        self.by_lex.put(lex, Arc::clone(&made));
-        made
+        let (_, cand) = best?;
+        let Some(Kept::Inside(reference)) = self.by_lex.peek(&cand).cloned() else {
+            return None;
+        };
+        let made = Inside::diff(w.lc, lx, trie, reps, lex, cand, &reference, DIFF_NODES)?;
+        Some(self.keep(lex, shape, Arc::new(made)))
+    }
+
+    /// Keep `made`, just computed for `lex` (of `shape`): cached (as [`Kept::Dense`] past
+    /// [`DENSE_CLOSES`]), and a candidate for the next ones.
+    pub fn keep(&mut self, lex: u32, shape: (Vec<u32>, u32), made: Arc<Inside>) -> Kept {
+        let kept = if made.closes.len() > DENSE_CLOSES {
+            Kept::Dense
+        } else {
+            self.remember(lex, shape);
+            Kept::Inside(made)
+        };
+        self.by_lex.put(lex, kept.clone());
+        kept
     }
 
     /// Keep `lex` (just computed) as a candidate for the next ones.
@@ -348,7 +370,7 @@ impl Insides {
                 continue;
             }
             let Some(ps) = pend(*cand) else { continue };
-            let Some(hit) = self.by_lex.peek(cand) else {
+            let Some(Kept::Inside(hit)) = self.by_lex.peek(cand) else {
                 continue;
             };
             let from = qs

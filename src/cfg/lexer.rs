@@ -35,6 +35,9 @@ pub struct Lexer {
     term_of: Vec<u32>,
     /// `reaccept[s]`: a non-empty path from `s` reaches an accepting state
     reaccept: Vec<bool>,
+    /// `busy[s]`: a path from `s` reaches an accepting state from which many bytes lead to
+    /// accepting states (its lexeme closes at nearly every byte: a name)
+    busy: Vec<bool>,
     /// the start state of each terminal's DFA
     pub start: Vec<u32>,
     pub greedy: Vec<bool>,
@@ -126,7 +129,10 @@ impl Lexer {
         }
         let classes = ByteClasses::of_classed_table(pre, table, width);
         let table = classes.reduce_classed(pre, table, width);
-        let reaccept = reaccepting(&table, classes.count, &accepting);
+        let sizes: Vec<usize> = (0..classes.count)
+            .map(|c| classes.map.iter().filter(|&&k| usize::from(k) == c).count())
+            .collect();
+        let (reaccept, busy) = reaccepting(&table, classes.count, &sizes, &accepting);
         let mut ignore_starts: Vec<u32> = (0..n_terms)
             .filter(|&t| ignore[t] && start[t] != 0)
             .map(|t| start[t])
@@ -139,6 +145,7 @@ impl Lexer {
             accepting,
             term_of,
             reaccept,
+            busy,
             start,
             greedy,
             ignore,
@@ -254,9 +261,17 @@ impl Lexer {
     }
 }
 
-/// Per state: whether a non-empty path reaches an accepting state (a backward search over the
-/// edges, predecessors in one flat array: no vector per state).
-fn reaccepting(table: &[u32], width: usize, accepting: &[bool]) -> Vec<bool> {
+/// Per state: whether a non-empty path reaches an accepting state, and whether some path (the
+/// empty one too) reaches an accepting state from which many bytes (`sizes[c]` in class `c`) lead
+/// to accepting states: a lexeme that closes at nearly every byte (a name), whose lexer states the
+/// mask walk takes whole. Backward searches over
+/// the edges, predecessors in one flat array: no vector per state.
+fn reaccepting(
+    table: &[u32],
+    width: usize,
+    sizes: &[usize],
+    accepting: &[bool],
+) -> (Vec<bool>, Vec<bool>) {
     let n = accepting.len();
     // predecessors grouped by target (counting sort): preds[lo[t] .. lo[t + 1]]
     let mut lo = vec![0u32; n + 1];
@@ -278,26 +293,51 @@ fn reaccepting(table: &[u32], width: usize, accepting: &[bool]) -> Vec<bool> {
             }
         }
     }
-    let mut reaches = accepting.to_vec();
-    reaches[0] = false;
-    let mut todo: Vec<u32> = (1..n as u32).filter(|&s| reaches[s as usize]).collect();
-    while let Some(s) = todo.pop() {
-        for &p in &preds[lo[s as usize] as usize..lo[s as usize + 1] as usize] {
-            if !reaches[p as usize] {
-                reaches[p as usize] = true;
-                todo.push(p);
+    // the states some path (the empty one too) leads from to a state of `targets`
+    let backward = |targets: Vec<bool>| -> Vec<bool> {
+        let mut reaches = targets;
+        reaches[0] = false;
+        let mut todo: Vec<u32> = (1..n as u32).filter(|&s| reaches[s as usize]).collect();
+        while let Some(s) = todo.pop() {
+            for &p in &preds[lo[s as usize] as usize..lo[s as usize + 1] as usize] {
+                if !reaches[p as usize] {
+                    reaches[p as usize] = true;
+                    todo.push(p);
+                }
             }
         }
-    }
-    (0..n)
+        reaches
+    };
+    let reaches = backward(accepting.to_vec());
+    let reaccept: Vec<bool> = (0..n)
         .map(|s| {
             s != 0
                 && table[s * width..(s + 1) * width]
                     .iter()
                     .any(|&t| reaches[t as usize])
         })
-        .collect()
+        .collect();
+    // an accepting state from which many bytes lead to accepting states again: the lexeme closes
+    // at nearly every byte from there (a name's letters; not a number's digits, nor spaces)
+    let busy = backward(
+        (0..n)
+            .map(|s| {
+                accepting[s]
+                    && table[s * width..(s + 1) * width]
+                        .iter()
+                        .zip(sizes)
+                        .filter(|&(&t, _)| accepting[t as usize])
+                        .map(|(_, &k)| k)
+                        .sum::<usize>()
+                        >= BUSY_BYTES
+            })
+            .collect(),
+    );
+    (reaccept, busy)
 }
+
+/// Bytes from an accepting state to accepting states past which its lexeme is busy.
+const BUSY_BYTES: usize = 16;
 
 /// Values interned to dense ids.
 #[derive(Debug)]
@@ -540,6 +580,15 @@ impl LexCache {
             return None;
         }
         Some(LexStep { next, closes })
+    }
+
+    /// Whether a lexeme `lex` has in progress can come to close at nearly every byte ([`Lexer`]'s
+    /// `busy`: a name): then it closes at many trie nodes, and the mask walk takes it whole.
+    pub fn busy(&self, lx: &Lexer, lex: u32) -> bool {
+        self.states.values[lex as usize]
+            .0
+            .iter()
+            .any(|&q| lx.busy[q as usize])
     }
 
     /// What lexer state `lex` is made of, to find lexer states like it: the terminals of its

@@ -343,12 +343,8 @@ impl CfgEngine {
         }
         let mut words = vec![0u32; self.vocab.n_words()];
         if !state.is_empty() {
-            let n_words = words.len();
             self.with_walk(state, true, |w, root, insides| {
-                let mut inside = |w: &mut Walk<'_>, lex: u32| {
-                    insides.get(w, &self.trie, &self.reps, lex, n_words)
-                };
-                w.mask(&self.trie, &self.reps, &root, &mut inside, &mut words)
+                w.mask(&self.trie, &self.reps, &root, insides, &mut words)
             })?;
         }
         let words: Arc<[u32]> = words.into();

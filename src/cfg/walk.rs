@@ -14,7 +14,7 @@ use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 use super::earley::{Ctx, ESet};
-use super::inside::Inside;
+use super::inside::{Inside, Insides, Kept};
 use super::lexer::{Interner, LexCache, Lexer, NONE};
 use super::{CfgError, Limits};
 use crate::trie::TokenTrie;
@@ -169,8 +169,8 @@ impl<'a> Walk<'a> {
         Ok(())
     }
 
-    /// Mask words of the tokens of `trie` that leave `root` non-empty, the tokens each lexer
-    /// state allows by itself read from `inside` (computed there on a miss).
+    /// Mask words of the tokens of `trie` that leave `root` non-empty, what each lexer state
+    /// allows by itself read from `insides` (and kept there when it had to be walked).
     ///
     /// A token is legal iff its configuration set stays non-empty, and a set steps configuration by
     /// configuration, so the mask is the union over `root`'s configurations. From one configuration
@@ -178,54 +178,72 @@ impl<'a> Walk<'a> {
     /// not asked: those tokens depend on `L` alone, [`Inside`]) or close one at some trie node, after
     /// which the walk goes on from the configurations the close makes, over that node's subtree
     /// only. So a first visit of a state inside a JSON string walks the few hundred subtrees where
-    /// the string can end, not the whole trie.
+    /// the string can end, not the whole trie. A lexer state whose lexemes close at many nodes (a
+    /// name closes at every byte) gains nothing from this: its configurations are walked whole.
     pub fn mask(
         &mut self,
         trie: &TokenTrie,
         reps: &[u8],
         root: &[WConf],
-        inside: &mut dyn FnMut(&mut Self, u32) -> Arc<Inside>,
+        insides: &mut Insides,
         words: &mut [u32],
     ) -> Result<(), CfgError> {
-        let mut sub = Subtrees::new(trie.max_depth);
         let mut lexes: Vec<u32> = root.iter().map(|c| c.lex).collect();
         lexes.sort_unstable();
         lexes.dedup();
-        let insides: Vec<Arc<Inside>> = lexes.iter().map(|&l| inside(self, l)).collect();
-        for ins in &insides {
-            for (w, &x) in words.iter_mut().zip(ins.words.iter()) {
-                *w |= x;
-            }
-        }
-        let mut confs = Vec::new();
+        let n_words = words.len();
+        // what each lexer state allows by itself: found, or walked now (and kept for the next
+        // visit), or taken whole (a busy lexer state: its lexemes close at many nodes)
+        let found: Vec<Option<Arc<Inside>>> = lexes
+            .iter()
+            .map(|&l| match insides.find(self, trie, reps, l) {
+                Some(Kept::Inside(ins)) => Some(ins),
+                Some(Kept::Dense) => None,
+                None => {
+                    let made = Arc::new(Inside::of(self.lc, self.cx.lx, trie, reps, l, n_words));
+                    insides.keep(l, self.lc.shape(self.cx.lx, l), Arc::clone(&made));
+                    Some(made)
+                }
+            })
+            .collect();
+        let kept = |c: &WConf| &found[lexes.binary_search(&c.lex).unwrap_or(0)];
+        let mut sub = Subtrees::new(trie.max_depth);
+        let mut whole: Vec<WConf> = Vec::new();
+        let mut closes: Vec<(u32, u32)> = Vec::new();
         for c in root {
-            let ins = &insides[lexes.binary_search(&c.lex).unwrap_or(0)];
-            for &(node, st) in &ins.closes {
-                confs.clear();
-                for i in 0..self.lc.steps[st as usize].closes.len() {
-                    let (t, sh) = self.lc.steps[st as usize].closes[i];
-                    let s2 = self.advance(c.set, t)?;
-                    if s2 == NONE {
-                        continue;
+            match kept(c) {
+                Some(ins) => {
+                    for (w, &x) in words.iter_mut().zip(ins.words.iter()) {
+                        *w |= x;
                     }
-                    let lex = self.fresh_lex(s2, sh);
-                    if lex != NONE {
-                        push_unique(
-                            &mut confs,
-                            WConf {
-                                set: s2,
-                                lex,
-                                fresh: true,
-                            },
-                        );
+                    for &(node, st) in &ins.closes {
+                        let id = sub.closed(self, c.set, st)?;
+                        if id != NONE {
+                            closes.push((node, id));
+                        }
                     }
                 }
-                if !confs.is_empty() {
-                    confs.sort_unstable();
-                    sub.walk(self, trie, reps, node as usize, &confs, words)?;
-                }
+                None => whole.push(*c),
             }
         }
+        if closes.windows(2).any(|p| p[0].0 >= p[1].0) {
+            closes.sort_by_key(|c| c.0);
+            let mut merged: Vec<(u32, u32)> = Vec::with_capacity(closes.len());
+            for (node, id) in closes {
+                match merged.last_mut() {
+                    Some(last) if last.0 == node => last.1 = sub.join(last.1, id),
+                    _ => merged.push((node, id)),
+                }
+            }
+            closes = merged;
+        }
+        let whole = if whole.is_empty() {
+            None
+        } else {
+            whole.sort_unstable();
+            Some(sub.intern(whole))
+        };
+        sub.walk(self, trie, reps, whole, &closes, words)?;
         Ok(())
     }
 }
@@ -238,6 +256,9 @@ struct Subtrees {
     trans: Vec<u32>,
     levels: Vec<u32>,
     scratch: Vec<WConf>,
+    joined: HashMap<(u32, u32), u32>,
+    /// the set the closes of a lexer step make from an Earley set ([`Subtrees::closed`])
+    made: HashMap<(u32, u32), u32>,
 }
 
 impl Subtrees {
@@ -247,7 +268,63 @@ impl Subtrees {
             trans: Vec::new(),
             levels: vec![0; max_depth + 1],
             scratch: Vec::new(),
+            joined: HashMap::default(),
+            made: HashMap::default(),
         }
+    }
+
+    /// The id of the set of configurations the closes of lexer step `st` make from local Earley set
+    /// `set` ([`NONE`]: none; memoised: a name's step closes it at every byte).
+    fn closed(&mut self, w: &mut Walk<'_>, set: u32, st: u32) -> Result<u32, CfgError> {
+        if let Some(&id) = self.made.get(&(set, st)) {
+            return Ok(id);
+        }
+        let mut confs = Vec::new();
+        for i in 0..w.lc.steps[st as usize].closes.len() {
+            let (t, sh) = w.lc.steps[st as usize].closes[i];
+            let s2 = w.advance(set, t)?;
+            if s2 == NONE {
+                continue;
+            }
+            let lex = w.fresh_lex(s2, sh);
+            if lex != NONE {
+                push_unique(
+                    &mut confs,
+                    WConf {
+                        set: s2,
+                        lex,
+                        fresh: true,
+                    },
+                );
+            }
+        }
+        confs.sort_unstable();
+        let id = if confs.is_empty() {
+            NONE
+        } else {
+            self.intern(confs)
+        };
+        self.made.insert((set, st), id);
+        Ok(id)
+    }
+
+    /// The id of the union of sets `a` and `b` (memoised).
+    fn join(&mut self, a: u32, b: u32) -> u32 {
+        if a == b {
+            return a;
+        }
+        let key = (a.min(b), a.max(b));
+        if let Some(&id) = self.joined.get(&key) {
+            return id;
+        }
+        let mut u = self.sets.values[a as usize].clone();
+        for &x in &self.sets.values[b as usize] {
+            push_unique(&mut u, x);
+        }
+        u.sort_unstable();
+        let id = self.intern(u);
+        self.joined.insert(key, id);
+        id
     }
 
     fn intern(&mut self, confs: Vec<WConf>) -> u32 {
@@ -258,52 +335,85 @@ impl Subtrees {
         id
     }
 
-    /// Mark the tokens of `node` and of its subtree that leave `root` (sorted, non-empty) alive:
-    /// a preorder scan stepping each node's set from its parent's, skipping dead subtrees. The trie
-    /// is over the lexer's byte classes (bytes whose columns of the combined lexer table are equal
-    /// step every lexer state alike): `reps[c]` is a byte of class `c`.
+    /// Mark the tokens that leave some configuration made by a close alive: one preorder scan, a
+    /// node's set stepped from its parent's and joined with the configurations a close makes there
+    /// (`closes`, by node ascending), so a trie node is stepped once however many closes lie above
+    /// it (a name closes at every byte). A node whose set is empty is passed over to the next close
+    /// inside its subtree, or its subtree skipped. The set at the root is `whole` (configurations
+    /// taken whole: no [`Inside`] of theirs is used). The trie is
+    /// over the lexer's byte classes (bytes whose columns of the combined lexer table are equal step
+    /// every lexer state alike): `reps[c]` is a byte of class `c`.
     fn walk(
         &mut self,
         w: &mut Walk<'_>,
         trie: &TokenTrie,
         reps: &[u8],
-        node: usize,
-        root: &[WConf],
+        whole: Option<u32>,
+        closes: &[(u32, u32)],
         words: &mut [u32],
     ) -> Result<(), CfgError> {
-        for &t in trie.tokens(node) {
-            words[t as usize >> 5] |= 1 << (t & 31);
-        }
-        let top = trie.depth[node] as usize;
-        self.levels[top] = self.intern(root.to_vec());
-        let end = trie.end[node] as usize;
-        let mut i = node + 1;
-        while i < end {
+        const DEAD: u32 = u32::MAX;
+        let n = trie.n_nodes();
+        let mut k = 0; // the next close
+        self.levels.fill(DEAD);
+        self.levels[0] = whole.unwrap_or(DEAD);
+        let mut i = match (whole, closes.first()) {
+            (Some(_), _) => 1,
+            (None, Some(first)) => first.0 as usize,
+            (None, None) => n,
+        };
+        while i < n {
             let d = trie.depth[i] as usize;
             let c = trie.label[i];
-            let slot = self.levels[d - 1] as usize * 256 + usize::from(c);
-            let mut next = self.trans[slot];
-            if next == 0 {
-                let mut scratch = std::mem::take(&mut self.scratch);
-                w.step(
-                    &self.sets.values[self.levels[d - 1] as usize],
-                    reps[usize::from(c)],
-                    &mut scratch,
-                )?;
-                next = if scratch.is_empty() {
-                    self.scratch = scratch;
-                    1
+            let parent = self.levels[d - 1];
+            let mut cur = if parent == DEAD {
+                DEAD
+            } else {
+                let slot = parent as usize * 256 + usize::from(c);
+                let mut next = self.trans[slot];
+                if next == 0 {
+                    let mut scratch = std::mem::take(&mut self.scratch);
+                    w.step(
+                        &self.sets.values[parent as usize],
+                        reps[usize::from(c)],
+                        &mut scratch,
+                    )?;
+                    next = if scratch.is_empty() {
+                        self.scratch = scratch;
+                        1
+                    } else {
+                        scratch.sort_unstable();
+                        self.intern(scratch) + 2
+                    };
+                    self.trans[slot] = next;
+                }
+                if next == 1 {
+                    DEAD
                 } else {
-                    scratch.sort_unstable();
-                    self.intern(scratch) + 2
+                    next - 2
+                }
+            };
+            if k < closes.len() && closes[k].0 as usize == i {
+                cur = if cur == DEAD {
+                    closes[k].1
+                } else {
+                    self.join(cur, closes[k].1)
                 };
-                self.trans[slot] = next;
+                k += 1;
             }
-            if next == 1 {
-                i = trie.end[i] as usize;
+            if cur == DEAD {
+                match closes.get(k) {
+                    // a close below: the nodes between have empty sets
+                    Some(&(next, _)) if (next as usize) < trie.end[i] as usize => {
+                        let to = trie.depth[next as usize] as usize;
+                        self.levels[d..to].fill(DEAD);
+                        i = next as usize;
+                    }
+                    _ => i = trie.end[i] as usize,
+                }
                 continue;
             }
-            self.levels[d] = next - 2;
+            self.levels[d] = cur;
             for &t in trie.tokens(i) {
                 words[t as usize >> 5] |= 1 << (t & 31);
             }
