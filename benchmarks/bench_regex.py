@@ -30,8 +30,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import grammarmask as gm  # noqa: E402
 from benchmarks.workloads import build  # noqa: E402
-from grammarmask.automata import regex as gregex  # noqa: E402
-from grammarmask.cache import forget, per_vocabulary  # noqa: E402
+from grammarmask.cache import automata, forget, per_vocabulary  # noqa: E402
 from grammarmask.frontends.regex import Regex  # noqa: E402
 from grammarmask.loaders import mistral_tokenizer  # noqa: E402
 from grammarmask.native import available, native_vocabulary  # noqa: E402
@@ -47,7 +46,7 @@ def workloads() -> list[tuple[str, str, list[str]]]:
 
 def clear_caches(vocab: gm.Vocabulary) -> None:
     """Forget every compile-time cache; keep only what is built once per tokenizer."""
-    gregex._cached.cache_clear()
+    automata().clear()  # the process-wide regex -> DFA cache
     native = native_vocabulary(vocab) if available() else None
     forget(vocab)  # compiled grammars and class tries
     if native is not None:

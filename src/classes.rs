@@ -144,6 +144,29 @@ impl ByteClasses {
         out
     }
 
+    /// The map for a class trie walked with `table` (by class, `count` columns): this map, with
+    /// the bytes every state dies on sent to [`crate::trie::DROPPED`] (no legal token holds one),
+    /// and how many bytes are left. Only for fewer than 255 classes (class 255 is then unused).
+    pub fn live_map(&self, table: &[u32]) -> ([u8; 256], usize) {
+        let mut dead = vec![true; self.count];
+        for row in table.chunks_exact(self.count) {
+            for (d, &t) in dead.iter_mut().zip(row) {
+                *d &= t == 0;
+            }
+        }
+        let mut map = self.map;
+        let mut live = 256;
+        if self.count < usize::from(crate::trie::DROPPED) {
+            for m in map.iter_mut() {
+                if dead[usize::from(*m)] {
+                    *m = crate::trie::DROPPED;
+                    live -= 1;
+                }
+            }
+        }
+        (map, live)
+    }
+
     /// The identity map (every byte its own class): the plain byte trie.
     pub fn identity() -> ByteClasses {
         let mut map = [0u8; 256];

@@ -144,7 +144,8 @@ impl PyVocab {
         self.inner.n_words()
     }
 
-    /// Drop the cached token tries (the next grammar builds its own; for benchmarks).
+    /// Drop the cached class tries (the next grammar builds its own; for benchmarks); the byte
+    /// trie, once per vocabulary, is kept.
     fn clear_tries(&self) {
         self.inner.clear_tries()
     }

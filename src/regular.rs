@@ -150,7 +150,7 @@ impl RegularIndex {
     /// on the grammar (byte classes, the reduced table, the class trie) is built here.
     pub fn new(vocab: Arc<Vocab>, dfa: Dfa, cache_masks: usize) -> RegularIndex {
         let classes = &dfa.classes;
-        let trie = vocab.trie(&classes.map);
+        let trie = vocab.trie(&classes.live_map(&dfa.table).0);
         let sizes = classes.sizes();
         let single = dfa
             .table

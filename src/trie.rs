@@ -7,6 +7,10 @@
 
 use crate::vocab::Vocab;
 
+/// The class a map for [`TokenTrie::coarsen`] gives bytes no token of the trie may hold (every
+/// state of the automaton it is walked with dies on them): their tokens are left out.
+pub const DROPPED: u8 = u8::MAX;
+
 /// A prefix tree in preorder. Node 0 is the root (the empty string).
 ///
 /// For node `i`: `label[i]` is the class on the edge into it, `depth[i]` its length, nodes
@@ -107,6 +111,8 @@ impl TokenTrie {
     /// nodes instead of sorting every token again: the same arrays as [`TokenTrie::build`] with
     /// `map` (preorder, children by class, each node's tokens ascending), several times faster
     /// (tekken: the radix sort reads every byte of every token at every depth's regrouping).
+    /// Bytes `map` sends to [`DROPPED`] take their tokens out, with the byte trie's subtrees below
+    /// them unread: a grammar of ASCII text reads a small part of the byte trie.
     pub fn coarsen(&self, map: &[u8; 256]) -> TokenTrie {
         let mut out = TokenTrie {
             label: Vec::new(),
@@ -137,6 +143,10 @@ impl TokenTrie {
                 let mut c = b + 1; // the children of byte node b: c, end[c], ... below end[b]
                 while c < self.end[b] as usize {
                     let class = map[usize::from(self.label[c])];
+                    if class == DROPPED {
+                        c = self.end[c] as usize;
+                        continue;
+                    }
                     if count[usize::from(class)] == 0 {
                         touched.push(class);
                     }

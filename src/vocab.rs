@@ -164,11 +164,11 @@ impl Vocab {
         Arc::clone(lock(&self.bytes_trie).get_or_insert(made))
     }
 
-    /// Drop every cached trie, the byte trie too (benchmarks measure a compile that builds its own).
+    /// Drop the cached class tries (benchmarks measure a compile that builds its own); the byte
+    /// trie, built once per vocabulary like the Python engine's `Vocabulary.trie`, is kept.
     pub fn clear_tries(&self) {
         let limit = lock(&self.tries).limit();
         *lock(&self.tries) = Lru::new(limit);
-        *lock(&self.bytes_trie) = None;
     }
 
     /// Tries held in the cache.

@@ -169,6 +169,9 @@ struct Caches {
 
 static SERIAL: AtomicU64 = AtomicU64::new(0);
 
+/// Live bytes past which the CFG engine walks the byte trie instead of a class trie.
+const LIVE_BYTES_MAX: usize = 128;
+
 /// A CFG bound to a vocabulary. Immutable tables; the caches sit behind one lock, held for a whole
 /// `advance` or mask computation (different grammars run in parallel).
 pub struct CfgEngine {
@@ -202,13 +205,20 @@ impl CfgEngine {
         grammar: Grammar,
         limits: Limits,
     ) -> Result<CfgEngine, CfgError> {
-        // the lexer's classes are exact (equal columns merged)
-        let classes = if lexer.n_classes() > limits.class_trie_max {
-            ByteClasses::identity()
-        } else {
-            lexer.classes().clone()
-        };
-        let trie = vocab.trie(&classes.map);
+        // the lexer's classes are exact (equal columns merged); a class trie pays (its walks are
+        // shorter) when it is cheap to read off the byte trie: few classes, and at most half of
+        // the bytes live (ASCII text: tekken's tokens are mostly of other bytes), else the byte trie
+        // every grammar of the vocabulary shares
+        let (live_map, live) = lexer.classes().live_map(lexer.table());
+        let (classes, trie) =
+            if lexer.n_classes() <= limits.class_trie_max && live <= LIVE_BYTES_MAX {
+                (lexer.classes().clone(), vocab.trie(&live_map))
+            } else {
+                (
+                    ByteClasses::identity(),
+                    vocab.trie(&ByteClasses::identity().map),
+                )
+            };
         let mut caches = Caches {
             lex: LexCache::new(&lexer),
             sigs: Sigs::new(limits.earley_signatures.max(1)),
