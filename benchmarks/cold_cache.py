@@ -3,17 +3,21 @@ earlier run compiled (grammarmask.compile_cache): :func:`use` points ``GRAMMARMA
 fresh directory for this process, holding only the vocabularies of the cache in force (tekken loads
 in 0.2 s instead of 4 s; loading a vocabulary is never what is timed). Grammars compiled here are
 written there and the directory is deleted at exit. ``GRAMMARMASK_CACHE_DIR=off`` is kept as it is.
+Work before the timed compiles (which schemas compile at all) runs under :func:`off`, so a timed
+compile never reads what it wrote.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["use"]
+__all__ = ["off", "use"]
 
 
 def use() -> None:
@@ -30,3 +34,18 @@ def use() -> None:
     os.environ["GRAMMARMASK_CACHE_DIR"] = str(fresh)
     os.environ["GRAMMARMASK_COLD_CACHE"] = str(os.getpid())
     atexit.register(shutil.rmtree, fresh, True)
+
+
+@contextlib.contextmanager
+def off() -> Iterator[None]:
+    """The on-disk cache off inside the block: work done there (checking which schemas compile, say)
+    leaves no entry for a timed first compile to read back."""
+    before = os.environ.get("GRAMMARMASK_CACHE_DIR")
+    os.environ["GRAMMARMASK_CACHE_DIR"] = "off"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("GRAMMARMASK_CACHE_DIR", None)
+        else:
+            os.environ["GRAMMARMASK_CACHE_DIR"] = before

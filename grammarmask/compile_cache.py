@@ -34,7 +34,8 @@ context-free parts compile through :meth:`~grammarmask.Grammar.compile` and so t
 entries, and their regular parts are cheap.
 
 Every key also holds :func:`~grammarmask.disk_cache.code_hash`: another version of grammarmask never
-reads these entries. An entry that cannot be read is ignored and made again.
+reads these entries. An entry that cannot be read is ignored and made again. Only work that took at
+least ``$GRAMMARMASK_CACHE_MIN_MS`` (:func:`~grammarmask.disk_cache.worth_storing`) is written.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import importlib.util
 import os
 import re
 import sys
+import time
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
@@ -84,8 +86,9 @@ def compile_through(grammar: Grammar, vocab: Vocabulary, key: Hashable, limits: 
         compiled = _restore(snap, vocab, limits)
         if compiled is not None:
             return compiled
+    started = time.perf_counter()
     compiled = make()
-    snap = _snapshot(compiled)
+    snap = _snapshot(compiled) if disk_cache.worth_storing(time.perf_counter() - started) else None
     if snap is not None:
         disk_cache.store("compiled", dkey, snap, packed=True)
     return compiled

@@ -20,6 +20,11 @@ The directory is kept under ``$GRAMMARMASK_CACHE_MAX_MB`` megabytes (default 102
 a read marks its entry used (its modification time), and every few stores the least recently used
 entries (those of older grammarmask versions first, as nothing reads them) are deleted until the
 directory is at most 80% of the limit. A server compiling every schema it is sent stays bounded.
+
+Grammar entries are written only for work that took at least ``$GRAMMARMASK_CACHE_MIN_MS``
+milliseconds (default 25; ``0``: everything): writing one costs a few milliseconds (pickle and
+zlib), more than a small schema takes to compile again, and a server compiling distinct schemas
+would pay it on every request for entries it never reads (:func:`worth_storing`).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import io
 import os
 import pickle
 import tempfile
+import time
 import zlib
 from collections.abc import Callable, Hashable
 from pathlib import Path
@@ -116,6 +122,24 @@ def store(kind: str, key: Hashable, value: Any, *, packed: bool = False) -> bool
 _SWEEP_EVERY = 16  # stores between two looks at the directory's size (the first store looks too)
 _DEFAULT_MAX_MB = 1024
 _stores = 0
+
+
+_DEFAULT_MIN_MS = 25.0
+
+
+def worth_storing(seconds: float) -> bool:
+    """Whether work that took ``seconds`` is worth an entry (``$GRAMMARMASK_CACHE_MIN_MS``, default
+    25 ms: cheaper work is redone faster than it is written and read back)."""
+    env = os.environ.get("GRAMMARMASK_CACHE_MIN_MS", "").strip()
+    try:
+        ms = float(env) if env else _DEFAULT_MIN_MS
+    except ValueError:
+        ms = -1.0
+    if not ms >= 0:
+        from .errors import GrammarError
+
+        raise GrammarError(f"GRAMMARMASK_CACHE_MIN_MS must be a number of milliseconds >= 0, got {env!r}")
+    return seconds * 1e3 >= ms
 
 
 def max_bytes() -> int | None:
@@ -213,16 +237,20 @@ def _unpack_dfa(classes: bytes, table: Any, accepting: Any, start: int) -> Any:
     return DFA(table[:, np.frombuffer(classes, dtype=np.uint8)], accepting, start)
 
 
-def load_or_make(kind: str, key: Hashable, make: Callable[[], T], *, packed: bool = False) -> T:
+def load_or_make(kind: str, key: Hashable, make: Callable[[], T], *, packed: bool = False,
+                 costly_only: bool = False) -> T:
     """The value cached on disk under ``(kind, key)``, or ``make()``'s, stored for the next process.
 
     ``key`` must name everything the value depends on besides grammarmask's code (:func:`code_hash`
     is added here) and have a stable ``repr``. With the cache off, or a directory that cannot be
-    written, this is ``make()``. ``packed``: as :func:`store`.
+    written, this is ``make()``. ``packed``: as :func:`store`; ``costly_only``: stored only when
+    ``make()`` took long enough (:func:`worth_storing`).
     """
     hit = load(kind, key, packed=packed)
     if hit is not None:
         return hit  # type: ignore[no-any-return]
+    started = time.perf_counter()
     value = make()
-    store(kind, key, value, packed=packed)
+    if not costly_only or worth_storing(time.perf_counter() - started):
+        store(kind, key, value, packed=packed)
     return value

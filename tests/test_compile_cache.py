@@ -75,6 +75,7 @@ def _grammars() -> dict[str, Any]:
 @pytest.fixture
 def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("GRAMMARMASK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("GRAMMARMASK_CACHE_MIN_MS", "0")  # every entry written, however quick
     json_schema._RULES_CACHE.clear()  # the rules of earlier tests' schemas, in this process
     return tmp_path / "cache"
 
@@ -210,6 +211,26 @@ def test_keys_follow_limits_engine_and_vocabulary(cache_dir: Path) -> None:
     assert len(list(cache_dir.glob("compiled-*"))) == 4
     g.compile(_vocab(), engine="python")  # the first again: no new entry
     assert len(list(cache_dir.glob("compiled-*"))) == 4
+
+
+def test_only_costly_work_is_written(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under $GRAMMARMASK_CACHE_MIN_MS a compile leaves no grammar entry: it is redone faster than
+    written and read back; a bad value is an error naming the variable."""
+    monkeypatch.setenv("GRAMMARMASK_CACHE_MIN_MS", "1e9")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SchemaWarning)
+        for g in _grammars().values():
+            g.compile(_vocab(), engine="python")
+        assert not [p for p in cache_dir.glob("*") if not p.name.startswith("vocabulary")]
+        monkeypatch.setenv("GRAMMARMASK_CACHE_MIN_MS", "0")
+        json_schema._RULES_CACHE.clear()
+        other = gm.Limits(cfg_masks=999)  # another key: the grammars compile again
+        for g in _grammars().values():
+            g.compile(_vocab(), engine="python", limits=other)
+    assert len(list(cache_dir.glob("compiled-*"))) == len(_grammars())
+    monkeypatch.setenv("GRAMMARMASK_CACHE_MIN_MS", "soon")
+    with pytest.raises(GrammarError, match="GRAMMARMASK_CACHE_MIN_MS"):
+        disk_cache.worth_storing(0.1)
 
 
 def test_the_native_cfg_engine_entry_holds_no_native_handle(cache_dir: Path,

@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import sys
+import time
 import warnings
 from collections.abc import Hashable
 from typing import Any
@@ -219,8 +220,9 @@ class JsonSchema(Grammar):
                     property_order=str(opts["property_order"]),
                     plain_integers=bool(opts.get("plain_integers", False)),
                 )
+                started = time.perf_counter()
                 hit = (compiler.grammar(), tuple(compiler.warnings))
-                if stable(key):
+                if stable(key) and disk_cache.worth_storing(time.perf_counter() - started):
                     disk_cache.store("json-schema-rules", key, hit, packed=True)
             _RULES_CACHE.put(key, hit)
             level = _caller_stacklevel()
