@@ -62,7 +62,8 @@ class Limits:
     # ---- the context-free engine ---------------------------------------------------------------------
     #: root frontiers kept per compiled grammar, by lexer shadow set (4096)
     cfg_root_frontiers: int = 4096
-    #: masks kept per compiled grammar (2048) and their bytes (16 MiB: a 131k-token row is 16 KB)
+    #: masks kept per compiled grammar (2048) and their bytes (16 MiB: a 131k-token row is 16 KB);
+    #: the native engine keeps as many of what lexer states allow by themselves (a row each)
     cfg_masks: int = 2048
     cfg_mask_bytes: int = 16 << 20
     #: ways of cutting the output into lexemes one matcher state may keep open (4,096; real grammars
