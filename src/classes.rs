@@ -202,6 +202,25 @@ mod tests {
     }
 
     #[test]
+    fn bytes_every_state_dies_on_are_dropped() {
+        // state 1 loops on 'a'..='c' and goes to 2 on 'x'; 2 dies on everything
+        let mut table = vec![0u32; 3 * 256];
+        for b in b'a'..=b'c' {
+            table[256 + usize::from(b)] = 1;
+        }
+        table[256 + usize::from(b'x')] = 2;
+        let cl = ByteClasses::of_table(&table, 3);
+        let (map, live) = cl.live_map(&cl.reduce(&table));
+        assert_eq!(live, 4);
+        assert_eq!(map[usize::from(b'b')], cl.map[usize::from(b'b')]);
+        assert_eq!(map[usize::from(b'x')], cl.map[usize::from(b'x')]);
+        assert_eq!(map[usize::from(b'z')], crate::trie::DROPPED);
+        // the identity (256 classes) drops nothing: class 255 is a byte there
+        let id = ByteClasses::identity();
+        assert_eq!(id.live_map(&id.reduce(&table)), (id.map, 256));
+    }
+
+    #[test]
     fn a_classed_table_is_merged_exactly() {
         // bytes 'a'..='c' loop, 'x' and 'y' die: given finer classes (each byte its own column) the
         // columns merge to the same classes as the dense table's

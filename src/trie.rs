@@ -255,7 +255,7 @@ impl TokenTrie {
 
 #[cfg(test)]
 mod tests {
-    use super::TokenTrie;
+    use super::{TokenTrie, DROPPED};
     use crate::classes::ByteClasses;
     use crate::vocab::Vocab;
 
@@ -353,6 +353,49 @@ mod tests {
             assert_eq!(got.tok_ptr, want.tok_ptr);
             assert_eq!(got.tok_ids, want.tok_ids);
             assert_eq!(got.max_depth, want.max_depth);
+        }
+        // dropped bytes take their tokens out: the class trie of the tokens without them
+        m[usize::from(b'x')] = DROPPED;
+        m[usize::from(b'.')] = DROPPED;
+        let got = bytes.coarsen(&m);
+        assert!(got.n_nodes() < bytes.n_nodes());
+        let p = paths(&got);
+        let mut seen: Vec<(u32, Vec<u8>)> = (0..got.n_nodes())
+            .flat_map(|i| {
+                got.tokens(i)
+                    .iter()
+                    .map(|&t| (t, p[i].clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        seen.sort_unstable();
+        let want: Vec<(u32, Vec<u8>)> = toks
+            .iter()
+            .enumerate()
+            .skip(1)
+            .filter(|(_, t)| !t.contains(&b'x') && !t.contains(&b'.'))
+            .map(|(i, t)| (i as u32, t.iter().map(|&b| m[usize::from(b)]).collect()))
+            .collect();
+        assert_eq!(seen, want);
+        // the subtree depths and the tokens by length, read off the arrays directly
+        for trie in [&bytes, &got] {
+            for i in 0..trie.n_nodes() {
+                let deepest = (i..trie.end[i] as usize)
+                    .map(|j| trie.depth[j])
+                    .max()
+                    .unwrap();
+                assert_eq!(trie.deepest[i], deepest);
+            }
+            for d in 0..=trie.max_depth + 1 {
+                let mut want: Vec<u32> = (0..trie.n_nodes())
+                    .filter(|&i| trie.depth[i] as usize >= d)
+                    .flat_map(|i| trie.tokens(i).iter().copied())
+                    .collect();
+                let mut got = trie.tokens_from_len(d).to_vec();
+                want.sort_unstable();
+                got.sort_unstable();
+                assert_eq!(got, want, "tokens of {d} classes or more");
+            }
         }
     }
 

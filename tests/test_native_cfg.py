@@ -301,15 +301,6 @@ DOCS = [
 ]
 
 
-@pytest.mark.parametrize("i", range(len(SCHEMAS)))
-def test_json_schemas_agree_on_tekken(tekken: gm.Vocabulary, tekken_tokenizer: Any, i: int) -> None:
-    nat, py = pair(gm.JsonSchema(SCHEMAS[i]), tekken)
-    for text in (json.dumps(DOCS[i]), json.dumps(DOCS[i], indent=2)):
-        token_by_token(nat, py, tekken_tokenizer.encode(text, bos=False, eos=False))
-    rng = random.Random(i)
-    walk_both(nat, py, lambda o: rng.randrange(len(o)), 25)
-
-
 # Lexer states that share what they allow (src/cfg/inside.rs): the lengths of bounded strings, with
 # the bound nearer and farther than the longest token (76 bytes on tekken), keys spelled among known
 # ones beside any other key, a format.
@@ -325,7 +316,8 @@ SHARING: list[dict[str, Any]] = [
     {"type": "array", "items": {"type": "string", "format": "date-time"}, "minItems": 2, "maxItems": 3},
 ]
 SHARING_DOCS = [
-    {"a": "abc", "b": "twelve chars", "c": "x" * 40, "d": "The quick brown fox jumps over the lazy dog. " * 2},
+    {"a": "abc", "b": "twelve chars", "c": "x" * 40,
+     "d": "The quick brown fox jumps over the lazy dog. " * 2},
     {"alpha": 1, "alphabet": "abc", "beta": True, "alphab": "twenty characters!!", "bet": ""},
     ["2024-02-29T12:30:45.123456789+01:00", "1999-12-31T23:59:59Z"],
 ]
@@ -342,14 +334,20 @@ def long_first(rng: random.Random, vocab: gm.Vocabulary) -> Callable[[Sequence[i
     return choose
 
 
-@pytest.mark.parametrize("i", range(len(SHARING)))
-def test_shared_lexer_states_agree_on_tekken(tekken: gm.Vocabulary, tekken_tokenizer: Any, i: int) -> None:
-    nat, py = pair(gm.JsonSchema(SHARING[i]), tekken)
-    for text in (json.dumps(SHARING_DOCS[i]), json.dumps(SHARING_DOCS[i], indent=1)):
+# (schema, document, random walks, walks favour long tokens)
+TEKKEN_CASES = ([(s, d, 1, False) for s, d in zip(SCHEMAS, DOCS)]
+                + [(s, d, 4, True) for s, d in zip(SHARING, SHARING_DOCS)])
+
+
+@pytest.mark.parametrize("i", range(len(TEKKEN_CASES)))
+def test_json_schemas_agree_on_tekken(tekken: gm.Vocabulary, tekken_tokenizer: Any, i: int) -> None:
+    schema, doc, walks, long = TEKKEN_CASES[i]
+    nat, py = pair(gm.JsonSchema(schema), tekken)
+    for text in (json.dumps(doc), json.dumps(doc, indent=2)):
         token_by_token(nat, py, tekken_tokenizer.encode(text, bos=False, eos=False))
     rng = random.Random(i)
-    for _ in range(4):
-        walk_both(nat, py, long_first(rng, tekken), 30)
+    for _ in range(walks):
+        walk_both(nat, py, long_first(rng, tekken) if long else lambda o: rng.randrange(len(o)), 28)
 
 
 # ---- long outputs, budgets, threads, errors ---------------------------------------------------------------

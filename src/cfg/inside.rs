@@ -52,32 +52,7 @@ impl Inside {
     ) -> Inside {
         let mut words = vec![0u32; n_words];
         let mut closes = Vec::new();
-        let mut levels: Vec<u32> = vec![0; trie.max_depth + 1];
-        levels[0] = lex;
-        let n = trie.n_nodes();
-        let mut i = 1;
-        while i < n {
-            let d = trie.depth[i] as usize;
-            let b = reps[usize::from(trie.label[i])];
-            let st = lc.step(lx, levels[d - 1], b);
-            if st == 0 {
-                i = trie.end[i] as usize;
-                continue;
-            }
-            let step = &lc.steps[st];
-            if !step.closes.is_empty() {
-                closes.push((i as u32, st as u32));
-            }
-            if step.next == NONE {
-                i = trie.end[i] as usize;
-                continue;
-            }
-            levels[d] = step.next;
-            for &t in trie.tokens(i) {
-                words[t as usize >> 5] |= 1 << (t & 31);
-            }
-            i += 1;
-        }
+        walk_lexer(lc, lx, trie, reps, lex, 0, &mut words, &mut closes);
         Inside { words, closes }
     }
 
@@ -100,39 +75,7 @@ impl Inside {
             words[t as usize >> 5] &= !(1 << (t & 31));
         }
         let mut added = Vec::new();
-        let mut levels: Vec<u32> = vec![0; trie.max_depth + 1];
-        levels[0] = lex;
-        let n = trie.n_nodes();
-        let mut i = 1;
-        while i < n {
-            if (trie.deepest[i] as usize) < from {
-                i = trie.end[i] as usize; // nothing that deep below
-                continue;
-            }
-            let d = trie.depth[i] as usize;
-            let st = lc.step(lx, levels[d - 1], reps[usize::from(trie.label[i])]);
-            if st == 0 {
-                i = trie.end[i] as usize;
-                continue;
-            }
-            let step = &lc.steps[st];
-            if d >= from {
-                if !step.closes.is_empty() {
-                    added.push((i as u32, st as u32));
-                }
-                if step.next != NONE {
-                    for &t in trie.tokens(i) {
-                        words[t as usize >> 5] |= 1 << (t & 31);
-                    }
-                }
-            }
-            if step.next == NONE {
-                i = trie.end[i] as usize;
-                continue;
-            }
-            levels[d] = step.next;
-            i += 1;
-        }
+        walk_lexer(lc, lx, trie, reps, lex, from, &mut words, &mut added);
         let kept = reference
             .closes
             .iter()
@@ -227,6 +170,56 @@ impl Inside {
     /// Bytes held (for cache bounds).
     pub fn bytes(&self) -> usize {
         4 * self.words.len() + 8 * self.closes.len()
+    }
+}
+
+/// The preorder scan of [`Inside::of`] and [`Inside::deep`]: from lexer state `lex`, following only
+/// the lexer, marks in `words` the tokens of at least `from` classes that stay inside a lexeme and
+/// lists in `closes` the nodes at least `from` deep where one closes (subtrees with nothing that
+/// deep are skipped).
+#[allow(clippy::too_many_arguments)]
+fn walk_lexer(
+    lc: &mut LexCache,
+    lx: &Lexer,
+    trie: &TokenTrie,
+    reps: &[u8],
+    lex: u32,
+    from: usize,
+    words: &mut [u32],
+    closes: &mut Vec<(u32, u32)>,
+) {
+    let mut levels: Vec<u32> = vec![0; trie.max_depth + 1];
+    levels[0] = lex;
+    let n = trie.n_nodes();
+    let mut i = 1;
+    while i < n {
+        if (trie.deepest[i] as usize) < from {
+            i = trie.end[i] as usize; // nothing that deep below
+            continue;
+        }
+        let d = trie.depth[i] as usize;
+        let st = lc.step(lx, levels[d - 1], reps[usize::from(trie.label[i])]);
+        if st == 0 {
+            i = trie.end[i] as usize;
+            continue;
+        }
+        let step = &lc.steps[st];
+        if d >= from {
+            if !step.closes.is_empty() {
+                closes.push((i as u32, st as u32));
+            }
+            if step.next != NONE {
+                for &t in trie.tokens(i) {
+                    words[t as usize >> 5] |= 1 << (t & 31);
+                }
+            }
+        }
+        if step.next == NONE {
+            i = trie.end[i] as usize;
+            continue;
+        }
+        levels[d] = step.next;
+        i += 1;
     }
 }
 
