@@ -18,6 +18,8 @@ class Vocabulary:
     def clear_tries(self) -> None: ...
     @property
     def tries_cached(self) -> int: ...  # class tries in the LRU (the byte trie is kept apart)
+    @property
+    def byte_trie_nodes(self) -> int: ...  # builds the byte trie if it is not yet
 
 class RegularIndex:
     """Legal tokens and next states of a byte DFA (int32 table, dead state 0; 256 columns, or one per

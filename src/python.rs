@@ -150,6 +150,14 @@ impl PyVocab {
         self.inner.clear_tries()
     }
 
+    /// Nodes of the byte trie, built by this if it is not yet (the vocabulary's preprocessing,
+    /// done once; the GIL is released while it is built).
+    #[getter]
+    fn byte_trie_nodes(&self, py: Python<'_>) -> usize {
+        let inner = Arc::clone(&self.inner);
+        py.detach(move || inner.byte_trie_nodes())
+    }
+
     /// Class tries held (at most the ``tries`` given; the byte trie, kept apart, not counted).
     #[getter]
     fn tries_cached(&self) -> usize {

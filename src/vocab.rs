@@ -154,6 +154,12 @@ impl Vocab {
         trie
     }
 
+    /// Nodes of the byte trie, which this builds if it is not yet (a vocabulary's preprocessing:
+    /// every grammar's trie is it or read off it).
+    pub fn byte_trie_nodes(&self) -> usize {
+        self.bytes_trie().n_nodes()
+    }
+
     /// The byte trie (built on first use).
     fn bytes_trie(&self) -> Arc<TokenTrie> {
         if let Some(t) = lock(&self.bytes_trie).as_ref() {

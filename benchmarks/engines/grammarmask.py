@@ -19,7 +19,7 @@ import grammarmask.frontends.jsonschema.intersect  # noqa: F401
 import grammarmask.frontends.lark  # noqa: F401
 import grammarmask.frontends.regex  # noqa: F401
 import grammarmask.native.cfg  # noqa: F401 (the default CFG engine)
-from grammarmask import native
+from grammarmask import disk_cache, native
 from grammarmask.cli._common import CliError, _backend
 
 from . import Engine, Unsupported
@@ -37,8 +37,9 @@ class GrammarmaskEngine(Engine):
             self.token_bytes, eos_token_id=self.eos, special_token_ids=self.specials, size=self.size
         )
         self.vocab.trie  # noqa: B018 - the vocabulary preprocessing, timed by the harness
-        if native.available():  # the native engine's copy of the token bytes, shared by its grammars
+        if native.available():  # the native engine's copy of the token bytes and its byte trie
             native.native_vocabulary(self.vocab)
+        disk_cache.code_hash()  # once per process (a hash of grammarmask's sources), as a server pays it
 
     def compile(self, kind: str, source: Any) -> Any:
         try:

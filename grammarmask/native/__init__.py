@@ -45,18 +45,20 @@ def available() -> bool:
 
 
 def native_vocabulary(vocab: Vocabulary) -> _engine_t.Vocabulary:
-    """The native vocabulary of ``vocab`` (made once per vocabulary; the first compile's
-    ``Limits.class_tries_per_vocabulary`` bounds the token tries it keeps)."""
+    """The native vocabulary of ``vocab`` with its byte trie (made once per vocabulary; the first
+    compile's ``Limits.class_tries_per_vocabulary`` bounds the class tries it keeps)."""
 
     def make() -> _engine_t.Vocabulary:
         tb = vocab.token_bytes
         lengths = np.fromiter(map(len, tb), dtype=np.uint32, count=len(tb))
-        return _engine.Vocabulary(
+        made = _engine.Vocabulary(
             b"".join(tb),
             lengths.tobytes(),
             sorted(vocab.special_ids),
             vocab.size,
             active().class_tries_per_vocabulary,
         )
+        made.byte_trie_nodes  # noqa: B018 - the byte trie, built now: every grammar's trie is it or read off it
+        return made
 
     return per_vocabulary(vocab, "native.vocab", make)
