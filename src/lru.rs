@@ -4,9 +4,9 @@
 //! insert, never while computing a value.
 
 use std::collections::BTreeMap;
+use std::hash::Hash;
 
 use rustc_hash::FxHashMap as HashMap;
-use std::hash::Hash;
 
 /// At most `limit` entries; inserting past the limit drops the least recently used one.
 #[derive(Debug)]

@@ -475,7 +475,7 @@ impl PyCfgGrammar {
             let n_nt =
                 to_usize(n_nonterminals, "native CFG: n_nonterminals").map_err(grammar_err)?;
             let lim = |v: i64, what: &str| to_usize(v, what).map_err(grammar_err);
-            let cache_masks = limits.5;
+            let cache = lim(limits.5, "Limits.cfg_masks")?;
             let limits = CfgLimits {
                 earley_items_per_set: lim(limits.0, "Limits.earley_items_per_set")?,
                 earley_signatures: lim(limits.1, "Limits.earley_signatures")?,
@@ -483,10 +483,9 @@ impl PyCfgGrammar {
                 cfg_configs: lim(limits.3, "Limits.cfg_configs")?,
                 cfg_walk_visits: lim(limits.4, "Limits.cfg_walk_visits")?,
                 cfg_masks: 0, // this wrapper keeps the one mask cache
-                cfg_insides: lim(cache_masks, "Limits.cfg_masks")?,
+                cfg_insides: cache,
                 class_trie_max: lim(class_trie_max, "native CFG: class_trie_max")?,
             };
-            let cache = lim(cache_masks, "Limits.cfg_masks")?;
             // read in place: the lexer keeps its table by class, never a 256-column copy
             let lexer = CfgLexer::from_cells(
                 &NeBytes(table),

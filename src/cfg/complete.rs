@@ -16,9 +16,9 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap as HashMap;
-use std::sync::Arc;
 
 use super::earley::{ESet, Grammar, END, SHIFT, SLOT};
 

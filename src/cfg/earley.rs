@@ -15,9 +15,9 @@
 //! freed (iteratively: a long chart does not recurse in `drop`).
 
 use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use super::lexer::Lexer;
 use super::CfgError;

@@ -28,8 +28,8 @@ pub struct Inside {
 
 /// What the cache holds for a lexer state: its [`Inside`], or that it closes lexemes at so many
 /// nodes that the mask walk takes its configurations whole instead, one pass over the trie: a
-/// lexeme in progress can close and go on (a name closes at every byte: [`LexCache::busy`]), or
-/// its walk met more than [`DENSE_CLOSES`] closes.
+/// lexeme in progress can come to close at nearly every byte (a name: [`LexCache::busy`]), or its
+/// walk met more than [`DENSE_CLOSES`] closes.
 #[derive(Debug, Clone)]
 pub enum Kept {
     Inside(Arc<Inside>),
@@ -345,7 +345,7 @@ impl Insides {
     /// `depth`: none) and its [`Inside`]; only for lexer states without shadows, and only when
     /// tokens of two classes or more are told apart.
     fn alike(
-        &mut self,
+        &self,
         lc: &LexCache,
         lx: &Lexer,
         lex: u32,

@@ -129,9 +129,7 @@ impl Lexer {
         }
         let classes = ByteClasses::of_classed_table(pre, table, width);
         let table = classes.reduce_classed(pre, table, width);
-        let sizes: Vec<usize> = (0..classes.count)
-            .map(|c| classes.map.iter().filter(|&&k| usize::from(k) == c).count())
-            .collect();
+        let sizes: Vec<usize> = classes.sizes().into_iter().map(usize::from).collect();
         let (reaccept, busy) = reaccepting(&table, classes.count, &sizes, &accepting);
         let mut ignore_starts: Vec<u32> = (0..n_terms)
             .filter(|&t| ignore[t] && start[t] != 0)
@@ -207,9 +205,7 @@ impl Lexer {
     pub fn next_byte(&self, s: u32, b: u8) -> u32 {
         self.next(s, self.class_of(b))
     }
-}
 
-impl Lexer {
     /// The length of the shortest byte string after which the lexer states of one lexeme in
     /// progress, in DFA state `a` or in `b` (of one terminal, no shadows), step differently: one
     /// dies and the other does not, or one can close and the other cannot (or closing leaves a

@@ -16,7 +16,6 @@ pub mod lexer;
 pub mod walk;
 
 use std::collections::VecDeque;
-
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -66,10 +65,11 @@ pub struct Limits {
     pub cfg_configs: usize,
     pub cfg_walk_visits: usize,
     pub cfg_masks: usize,
-    /// what lexer states allow by themselves ([`walk::Inside`]: a mask's words each), kept per grammar
+    /// what lexer states allow by themselves ([`inside::Inside`]: a mask's words each), kept per grammar
     pub cfg_insides: usize,
     /// masks walk the token trie over the lexer's byte classes when there are at most this many
-    /// classes, else the byte trie (shared by every grammar of the vocabulary: no trie to build)
+    /// classes and at most [`LIVE_BYTES_MAX`] live bytes, else the byte trie (shared by every grammar
+    /// of the vocabulary: no trie to build)
     pub class_trie_max: usize,
 }
 

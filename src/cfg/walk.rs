@@ -10,8 +10,9 @@
 //! parser's answers (advance by a terminal, the fresh lexer state after a close), so that a mask
 //! walk over a trie of 10^5 tokens asks the parser once per distinct close.
 
-use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
+
+use rustc_hash::FxHashMap as HashMap;
 
 use super::earley::{Ctx, ESet};
 use super::inside::{Inside, Insides, Kept};
@@ -206,6 +207,11 @@ impl<'a> Walk<'a> {
                 }
             })
             .collect();
+        for ins in found.iter().flatten() {
+            for (w, &x) in words.iter_mut().zip(ins.words.iter()) {
+                *w |= x;
+            }
+        }
         let kept = |c: &WConf| &found[lexes.binary_search(&c.lex).unwrap_or(0)];
         let mut sub = Subtrees::new(trie.max_depth);
         let mut whole: Vec<WConf> = Vec::new();
@@ -213,9 +219,6 @@ impl<'a> Walk<'a> {
         for c in root {
             match kept(c) {
                 Some(ins) => {
-                    for (w, &x) in words.iter_mut().zip(ins.words.iter()) {
-                        *w |= x;
-                    }
                     for &(node, st) in &ins.closes {
                         let id = sub.closed(self, c.set, st)?;
                         if id != NONE {
@@ -243,8 +246,7 @@ impl<'a> Walk<'a> {
             whole.sort_unstable();
             Some(sub.intern(whole))
         };
-        sub.walk(self, trie, reps, whole, &closes, words)?;
-        Ok(())
+        sub.walk(self, trie, reps, whole, &closes, words)
     }
 }
 
