@@ -44,7 +44,6 @@ import importlib.util
 import os
 import re
 import sys
-import time
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
@@ -86,12 +85,11 @@ def compile_through(grammar: Grammar, vocab: Vocabulary, key: Hashable, limits: 
         compiled = _restore(snap, vocab, limits)
         if compiled is not None:
             return compiled
-    started = time.perf_counter()
-    compiled = make()
-    snap = _snapshot(compiled) if disk_cache.worth_storing(time.perf_counter() - started) else None
+    made, costly = disk_cache.made_costly(make)
+    snap = _snapshot(made) if costly else None
     if snap is not None:
         disk_cache.store("compiled", dkey, snap, packed=True)
-    return compiled
+    return made
 
 
 def _snapshot(compiled: CompiledGrammar) -> tuple[Any, ...] | None:

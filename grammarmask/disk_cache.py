@@ -121,40 +121,43 @@ def store(kind: str, key: Hashable, value: Any, *, packed: bool = False) -> bool
 
 _SWEEP_EVERY = 16  # stores between two looks at the directory's size (the first store looks too)
 _DEFAULT_MAX_MB = 1024
+_DEFAULT_MIN_MS = 25.0
 _stores = 0
 
 
-_DEFAULT_MIN_MS = 25.0
+def _env_amount(name: str, default: float, unit: str) -> float:
+    """``$name`` as a number >= 0, ``default`` when it is unset or empty."""
+    env = os.environ.get(name, "").strip()
+    if not env:
+        return default
+    try:
+        value = float(env)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        from .errors import GrammarError
+
+        raise GrammarError(f"{name} must be a number of {unit} >= 0, got {env!r}")
+    return value
 
 
 def worth_storing(seconds: float) -> bool:
     """Whether work that took ``seconds`` is worth an entry (``$GRAMMARMASK_CACHE_MIN_MS``, default
     25 ms: cheaper work is redone faster than it is written and read back)."""
-    env = os.environ.get("GRAMMARMASK_CACHE_MIN_MS", "").strip()
-    try:
-        ms = float(env) if env else _DEFAULT_MIN_MS
-    except ValueError:
-        ms = -1.0
-    if not ms >= 0:
-        from .errors import GrammarError
+    return seconds * 1e3 >= _env_amount("GRAMMARMASK_CACHE_MIN_MS", _DEFAULT_MIN_MS, "milliseconds")
 
-        raise GrammarError(f"GRAMMARMASK_CACHE_MIN_MS must be a number of milliseconds >= 0, got {env!r}")
-    return seconds * 1e3 >= ms
+
+def made_costly(make: Callable[[], T]) -> tuple[T, bool]:
+    """``make()``'s value, and whether making it took long enough to be worth an entry
+    (:func:`worth_storing`)."""
+    started = time.perf_counter()
+    value = make()
+    return value, worth_storing(time.perf_counter() - started)
 
 
 def max_bytes() -> int | None:
     """The size limit of the cache directory in force (``$GRAMMARMASK_CACHE_MAX_MB``), None for none."""
-    env = os.environ.get("GRAMMARMASK_CACHE_MAX_MB", "").strip()
-    if not env:
-        return _DEFAULT_MAX_MB << 20
-    try:
-        mb = float(env)
-    except ValueError:
-        mb = -1.0
-    if not mb >= 0:
-        from .errors import GrammarError
-
-        raise GrammarError(f"GRAMMARMASK_CACHE_MAX_MB must be a number of megabytes >= 0, got {env!r}")
+    mb = _env_amount("GRAMMARMASK_CACHE_MAX_MB", _DEFAULT_MAX_MB, "megabytes")
     return None if mb == 0 else int(mb * (1 << 20))
 
 
@@ -249,8 +252,7 @@ def load_or_make(kind: str, key: Hashable, make: Callable[[], T], *, packed: boo
     hit = load(kind, key, packed=packed)
     if hit is not None:
         return hit  # type: ignore[no-any-return]
-    started = time.perf_counter()
-    value = make()
-    if not costly_only or worth_storing(time.perf_counter() - started):
+    value, costly = made_costly(make)
+    if costly or not costly_only:
         store(kind, key, value, packed=packed)
     return value

@@ -399,14 +399,13 @@ class Matcher:
             words[r] = 0
             return
         # the cached row copied as it is (an int32 destination takes the same bits), then the EOS
-        # bit set in place: no copy of the row, no dtype view
+        # bit set in place: no copy of the row
         compiled = self.compiled
         mask = compiled.state_mask_words(s)
         if compiled.is_accepting_state(s):
             words[r] = mask
             eos = self.vocab.eos_token_id
-            bit = 1 << (eos & 31)
-            words[r, eos >> 5] |= bit if bit < 1 << 31 or words.dtype == np.uint32 else bit - (1 << 32)
+            words.view(np.uint32)[r, eos >> 5] |= np.uint32(1 << (eos & 31))
         elif np.count_nonzero(mask):
             words[r] = mask
         else:

@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import sys
-import time
 import warnings
 from collections.abc import Hashable
 from typing import Any
@@ -211,19 +210,23 @@ class JsonSchema(Grammar):
             if hit is None:
                 opts = self.options
                 indent = opts["indent"]
-                compiler = Compiler(
-                    self.schema,
-                    whitespace=str(opts["whitespace"]),
-                    max_ws=int(str(opts["max_ws"])),
-                    indent=indent if isinstance(indent, int) else None,
-                    strict=bool(opts["strict"]),
-                    property_order=str(opts["property_order"]),
-                    plain_integers=bool(opts.get("plain_integers", False)),
-                )
-                started = time.perf_counter()
-                hit = (compiler.grammar(), tuple(compiler.warnings))
-                if stable(key) and disk_cache.worth_storing(time.perf_counter() - started):
-                    disk_cache.store("json-schema-rules", key, hit, packed=True)
+
+                def make() -> tuple[Any, tuple[Any, ...]]:
+                    compiler = Compiler(
+                        self.schema,
+                        whitespace=str(opts["whitespace"]),
+                        max_ws=int(str(opts["max_ws"])),
+                        indent=indent if isinstance(indent, int) else None,
+                        strict=bool(opts["strict"]),
+                        property_order=str(opts["property_order"]),
+                        plain_integers=bool(opts.get("plain_integers", False)),
+                    )
+                    return compiler.grammar(), tuple(compiler.warnings)
+
+                made, costly = disk_cache.made_costly(make)
+                if stable(key) and costly:
+                    disk_cache.store("json-schema-rules", key, made, packed=True)
+                hit = made
             _RULES_CACHE.put(key, hit)
             level = _caller_stacklevel()
             for msg in hit[1]:
