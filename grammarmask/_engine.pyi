@@ -20,6 +20,8 @@ class Vocabulary:
     def tries_cached(self) -> int: ...  # class tries in the LRU (the byte trie is kept apart)
     @property
     def byte_trie_nodes(self) -> int: ...  # builds the byte trie if it is not yet
+    @property
+    def shelf(self) -> tuple[int, int]: ...  # CFG lexer states shared by grammars: (held, served)
 
 class RegularIndex:
     """Legal tokens and next states of a byte DFA (int32 table, dead state 0; 256 columns, or one per

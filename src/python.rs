@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::cfg::earley::Grammar as CfgRules;
+use crate::cfg::inside::Shelf as CfgShelf;
 use crate::cfg::lexer::Lexer as CfgLexer;
 use crate::cfg::{CfgEngine, CfgError, Limits as CfgLimits, State as CfgState};
 use crate::classes::NeBytes;
@@ -162,6 +163,13 @@ impl PyVocab {
     #[getter]
     fn tries_cached(&self) -> usize {
         self.inner.tries_cached()
+    }
+
+    /// What lexer states allow by themselves, walked on the byte trie and shared by the grammars
+    /// of this vocabulary: ``(entries held, lexer states served from them so far)``.
+    #[getter]
+    fn shelf(&self) -> (usize, usize) {
+        self.inner.store::<CfgShelf>().stats()
     }
 }
 

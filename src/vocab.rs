@@ -2,6 +2,8 @@
 //! nor padding), and the token tries of the byte-class maps in use. Built once per vocabulary and
 //! shared (behind an `Arc`) by every grammar compiled against it.
 
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
@@ -20,6 +22,9 @@ pub struct Vocab {
     tries: Mutex<Lru<[u8; 256], Arc<TokenTrie>>>,
     /// the byte trie (every other trie is read off it), kept apart from the LRU
     bytes_trie: Mutex<Option<Arc<TokenTrie>>>,
+    /// what the engines share between grammars of this vocabulary, one store per type
+    /// ([`Vocab::store`])
+    stores: Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
 }
 
 /// Tries kept per vocabulary unless the caller says otherwise (`Limits.class_tries_per_vocabulary`).
@@ -83,6 +88,7 @@ impl Vocab {
             size,
             tries: Mutex::new(Lru::new(tries.max(1))),
             bytes_trie: Mutex::new(None),
+            stores: Mutex::new(HashMap::new()),
         })
     }
 
@@ -175,6 +181,19 @@ impl Vocab {
     pub fn clear_tries(&self) {
         let limit = lock(&self.tries).limit();
         *lock(&self.tries) = Lru::new(limit);
+    }
+
+    /// The store of type `T` every grammar of this vocabulary shares (made empty on first use and
+    /// kept with the vocabulary; `T` bounds itself).
+    pub fn store<T: Default + Send + Sync + 'static>(&self) -> Arc<T> {
+        let any = Arc::clone(
+            lock(&self.stores)
+                .entry(TypeId::of::<T>())
+                .or_insert_with(|| Arc::new(T::default())),
+        );
+        // the entry of `T`'s type id holds a `T`: the fallback is never taken
+        any.downcast::<T>()
+            .unwrap_or_else(|_| Arc::new(T::default()))
     }
 
     /// Tries held in the cache.

@@ -350,6 +350,25 @@ def test_json_schemas_agree_on_tekken(tekken: gm.Vocabulary, tekken_tokenizer: A
         walk_both(nat, py, long_first(rng, tekken) if long else lambda o: rng.randrange(len(o)), 28)
 
 
+def test_grammars_of_a_vocabulary_share_what_lexer_states_allow(tekken: gm.Vocabulary,
+                                                                tekken_tokenizer: Any) -> None:
+    # a string's lexer state walked for one schema serves the next schema's strings (the vocabulary's
+    # shelf, src/cfg/inside.rs), masks equal to the Python engine's at every step
+    from grammarmask.native import native_vocabulary
+
+    shelf = native_vocabulary(tekken).shelf
+    for i, key in enumerate(["first", "second", "third"]):
+        schema = {"type": "object", "properties": {key: {"type": "string"}, "n": {"type": "integer"}},
+                  "required": [key, "n"], "additionalProperties": False}
+        nat, py = pair(gm.JsonSchema(schema), tekken)
+        doc = json.dumps({key: f"value {i} \u00e9", "n": i})
+        token_by_token(nat, py, tekken_tokenizer.encode(doc, bos=False, eos=False))
+        before, shelf = shelf, native_vocabulary(tekken).shelf
+        if i > 0:
+            assert shelf[1] > before[1], "the string's lexer state was walked again"
+    assert shelf[0] >= 1
+
+
 # ---- long outputs, budgets, threads, errors ---------------------------------------------------------------
 
 TINY = gm.Vocabulary.from_tokens([b"a", b"b", b"aa", b""], eos_token_id=3)

@@ -10,12 +10,14 @@
 //! ([`Inside::diff`]: the spelling of an object's known keys).
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use super::lexer::{LexCache, Lexer, NONE};
 use super::walk::Walk;
 use crate::lru::Lru;
 use crate::trie::TokenTrie;
+use crate::vocab::lock;
 
 /// What a lexer state allows by itself (the same for every Earley set it is paired with): the
 /// tokens whose bytes stay inside the lexemes in progress, and the trie nodes where one of them
@@ -24,6 +26,8 @@ use crate::trie::TokenTrie;
 pub struct Inside {
     pub words: Vec<u32>,
     pub closes: Vec<(u32, u32)>,
+    /// trie nodes the walk that made it stepped through (whether it is worth shelving)
+    pub walked: usize,
 }
 
 /// What the cache holds for a lexer state: its [`Inside`], or that it closes lexemes at so many
@@ -52,8 +56,12 @@ impl Inside {
     ) -> Inside {
         let mut words = vec![0u32; n_words];
         let mut closes = Vec::new();
-        walk_lexer(lc, lx, trie, reps, lex, 0, &mut words, &mut closes);
-        Inside { words, closes }
+        let walked = walk_lexer(lc, lx, trie, reps, lex, 0, &mut words, &mut closes);
+        Inside {
+            words,
+            closes,
+            walked,
+        }
     }
 
     /// [`Inside::of`] for `lex`, read off `reference`, what a lexer state that takes every token
@@ -75,7 +83,7 @@ impl Inside {
             words[t as usize >> 5] &= !(1 << (t & 31));
         }
         let mut added = Vec::new();
-        walk_lexer(lc, lx, trie, reps, lex, from, &mut words, &mut added);
+        let walked = walk_lexer(lc, lx, trie, reps, lex, from, &mut words, &mut added);
         let kept = reference
             .closes
             .iter()
@@ -84,6 +92,7 @@ impl Inside {
         Inside {
             words,
             closes: merge(kept, added),
+            walked,
         }
     }
 
@@ -164,7 +173,40 @@ impl Inside {
             .copied()
             .filter(|c| dropped.binary_search(&c.0).is_err());
         let closes = merge(kept, added);
-        Some(Inside { words, closes })
+        Some(Inside {
+            words,
+            closes,
+            walked: visited,
+        })
+    }
+
+    /// [`Inside::of`] for `lex` from `parts`, what each of its lexemes in progress allows alone
+    /// ([`Insides`] says why that is exact): words ORed, close nodes merged, the steps at them
+    /// read off the trie. None when a step cannot be read (parts of another lexer state).
+    pub fn union(
+        lc: &mut LexCache,
+        lx: &Lexer,
+        trie: &TokenTrie,
+        reps: &[u8],
+        lex: u32,
+        parts: &[Arc<Inside>],
+    ) -> Option<Inside> {
+        let mut words = parts.first()?.words.clone();
+        let mut nodes: Vec<u32> = Vec::new();
+        for part in parts {
+            for (w, &x) in words.iter_mut().zip(part.words.iter()) {
+                *w |= x;
+            }
+            nodes.extend(part.closes.iter().map(|c| c.0));
+        }
+        nodes.sort_unstable();
+        nodes.dedup();
+        let closes = steps_at(lc, lx, trie, reps, lex, &nodes)?;
+        Some(Inside {
+            words,
+            closes,
+            walked: 0,
+        })
     }
 
     /// Bytes held (for cache bounds).
@@ -176,7 +218,7 @@ impl Inside {
 /// The preorder scan of [`Inside::of`] and [`Inside::deep`]: from lexer state `lex`, following only
 /// the lexer, marks in `words` the tokens of at least `from` classes that stay inside a lexeme and
 /// lists in `closes` the nodes at least `from` deep where one closes (subtrees with nothing that
-/// deep are skipped).
+/// deep are skipped). Returns the nodes it stepped through.
 #[allow(clippy::too_many_arguments)]
 fn walk_lexer(
     lc: &mut LexCache,
@@ -187,16 +229,18 @@ fn walk_lexer(
     from: usize,
     words: &mut [u32],
     closes: &mut Vec<(u32, u32)>,
-) {
+) -> usize {
     let mut levels: Vec<u32> = vec![0; trie.max_depth + 1];
     levels[0] = lex;
     let n = trie.n_nodes();
+    let mut walked = 0;
     let mut i = 1;
     while i < n {
         if (trie.deepest[i] as usize) < from {
             i = trie.end[i] as usize; // nothing that deep below
             continue;
         }
+        walked += 1;
         let d = trie.depth[i] as usize;
         let st = lc.step(lx, levels[d - 1], reps[usize::from(trie.label[i])]);
         if st == 0 {
@@ -221,6 +265,57 @@ fn walk_lexer(
         levels[d] = step.next;
         i += 1;
     }
+    walked
+}
+
+/// The closes of lexer state `lex` at trie nodes `nodes` (ascending: preorder), each with the
+/// [`super::lexer::LexStep`] there: a walk down to them only. None when one of them cannot be
+/// reached from `lex` (the nodes came from another lexer state with `lex`'s signature: never).
+fn steps_at(
+    lc: &mut LexCache,
+    lx: &Lexer,
+    trie: &TokenTrie,
+    reps: &[u8],
+    lex: u32,
+    nodes: &[u32],
+) -> Option<Vec<(u32, u32)>> {
+    let mut out = Vec::with_capacity(nodes.len());
+    let mut levels: Vec<u32> = vec![0; trie.max_depth + 1];
+    levels[0] = lex;
+    let mut i = 1;
+    for &node in nodes {
+        let node = node as usize;
+        loop {
+            if node < i || i >= trie.n_nodes() {
+                return None; // passed it
+            }
+            if node >= trie.end[i] as usize {
+                i = trie.end[i] as usize; // not in this subtree
+                continue;
+            }
+            let d = trie.depth[i] as usize;
+            let st = lc.step(lx, levels[d - 1], reps[usize::from(trie.label[i])]);
+            let next = lc.steps[st].next;
+            if i == node {
+                if st == 0 || lc.steps[st].closes.is_empty() {
+                    return None;
+                }
+                out.push((i as u32, st as u32));
+            } else if st == 0 || next == NONE {
+                return None; // the path to it dies
+            }
+            if st == 0 || next == NONE {
+                i = trie.end[i] as usize;
+            } else {
+                levels[d] = next;
+                i += 1;
+            }
+            if i > node {
+                break;
+            }
+        }
+    }
+    Some(out)
 }
 
 /// Two lists of closes in preorder (by node), as one.
@@ -242,11 +337,13 @@ fn merge(a: impl Iterator<Item = (u32, u32)>, b: Vec<(u32, u32)>) -> Vec<(u32, u
 }
 
 /// What lexer states allow by themselves ([`Inside`]), kept per lexer state (as many as masks:
-/// each holds a mask's words), with the last ones computed as candidates to share.
+/// each holds a mask's words), with the last ones computed as candidates to share, and the
+/// vocabulary's [`Shelf`] when the grammar walks the byte trie.
 pub struct Insides {
     by_lex: Lru<u32, Kept>,
     /// the lexer states last computed, newest first, with their shapes ([`LexCache::shape`])
     recent: VecDeque<(u32, (Vec<u32>, u32))>,
+    shelf: Option<Arc<Shelf>>,
 }
 
 /// Computed lexer states kept as candidates, and the pairs of DFA states one comparison of
@@ -257,45 +354,184 @@ const ALIKE_PAIRS: usize = 2048;
 /// walk of a JSON string's state visits about 200,000 on tekken).
 const DIFF_NODES: usize = 4096;
 
+/// What lexer states allow by themselves, shared by every grammar of a vocabulary that walks its
+/// byte trie, under their [`LexCache::signature`]: the tokens they take, and the nodes where a
+/// lexeme closes (None: more than [`DENSE_CLOSES`]). Every JSON Schema has strings, and a fresh
+/// walk of a string's lexer state takes a few ms on tekken; with this, the first schema pays it.
+/// Bounded by [`SHELF_ENTRIES`] (each holds a mask's words: 4 MB on tekken's 131k tokens).
+#[derive(Debug)]
+pub struct Shelf {
+    kept: Mutex<Lru<Vec<u32>, Arc<Shelved>>>,
+    hits: AtomicUsize,
+}
+
+#[derive(Debug)]
+struct Shelved {
+    words: Vec<u32>,
+    nodes: Option<Vec<u32>>,
+}
+
+/// Entries of a [`Shelf`], and the longest signature shelved (a lexer state reaching more DFA
+/// states than that, a long bounded string, is shared within its grammar by [`Inside::deep`]).
+pub const SHELF_ENTRIES: usize = 256;
+const SIGNATURE_LEN: usize = 8192;
+/// Trie nodes a walk must have stepped through to be shelved (a string's: about 200,000 on tekken).
+const SHELVE_NODES: usize = 10_000;
+
+impl Default for Shelf {
+    fn default() -> Self {
+        Shelf {
+            kept: Mutex::new(Lru::new(SHELF_ENTRIES)),
+            hits: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl Shelf {
+    /// Entries held, and the lexer states served from them so far.
+    pub fn stats(&self) -> (usize, usize) {
+        (lock(&self.kept).len(), self.hits.load(Ordering::Relaxed))
+    }
+}
+
 impl Insides {
-    pub fn new(limit: usize) -> Self {
+    /// At most `limit` lexer states kept; `shelf`: the vocabulary's, when the byte trie is walked.
+    pub fn new(limit: usize, shelf: Option<Arc<Shelf>>) -> Self {
         Insides {
             by_lex: Lru::new(limit),
             recent: VecDeque::new(),
+            shelf,
         }
     }
 
-    /// What lexer state `lex` allows by itself, when it can be had without a walk of the trie:
-    /// cached; else a candidate's of the same shape that takes every token alike (or all but the
-    /// longest: [`Inside::deep`]); else read off the candidate most like it ([`Inside::diff`]). None:
-    /// it must be walked afresh (then [`Insides::keep`] it).
-    pub fn find(
+    /// What lexer state `lex` allows by itself: cached; else a candidate's of the same shape that
+    /// takes every token alike (or all but the longest: [`Inside::deep`]); else the shelf's, from
+    /// another grammar; else read off the candidate most like it ([`Inside::diff`]); else walked
+    /// afresh. Kept for the next visit, and shelved.
+    pub fn get(
         &mut self,
         w: &mut Walk<'_>,
         trie: &TokenTrie,
         reps: &[u8],
         lex: u32,
-    ) -> Option<Kept> {
+        n_words: usize,
+    ) -> Kept {
         if let Some(hit) = self.by_lex.get(&lex) {
-            return Some(hit.clone());
+            return hit.clone();
         }
         let lx = w.cx.lx;
         if w.lc.busy(lx, lex) {
             self.by_lex.put(lex, Kept::Dense);
-            return Some(Kept::Dense);
+            return Kept::Dense;
         }
         let shape = w.lc.shape(lx, lex);
         // a candidate of the same shape that takes the tokens alike, or all but the longest
         if let Some((from, reference)) = self.alike(w.lc, lx, lex, &shape, trie.max_depth) {
             if from > trie.max_depth {
                 self.by_lex.put(lex, Kept::Inside(Arc::clone(&reference)));
-                return Some(Kept::Inside(reference));
+                return Kept::Inside(reference);
             }
             let made = Inside::deep(w.lc, lx, trie, reps, lex, &reference, from);
-            return Some(self.keep(lex, shape, Arc::new(made)));
+            return self.keep(lex, shape, Arc::new(made));
         }
-        // the candidate most alike (the most DFA states in common, then the most terminals; the
-        // newest of those): the start of a key and a key being spelled differ in few places
+        // several lexemes in progress: what each allows by itself, together (below)
+        if w.lc.states.values[lex as usize].0.len() > 1 {
+            if let Some(kept) = self.union(w, trie, reps, lex, n_words) {
+                return kept;
+            }
+        }
+        let key = match &self.shelf {
+            Some(_) => w.lc.signature(lx, lex, SIGNATURE_LEN),
+            None => None,
+        };
+        if let (Some(shelf), Some(key)) = (&self.shelf, &key) {
+            let hit = lock(&shelf.kept).get(key).cloned();
+            match hit.as_deref().map(|h| (h, &h.nodes)) {
+                Some((_, None)) => {
+                    shelf.hits.fetch_add(1, Ordering::Relaxed);
+                    self.by_lex.put(lex, Kept::Dense);
+                    return Kept::Dense;
+                }
+                Some((h, Some(nodes))) => {
+                    if let Some(closes) = steps_at(w.lc, lx, trie, reps, lex, nodes) {
+                        shelf.hits.fetch_add(1, Ordering::Relaxed);
+                        let made = Inside {
+                            words: h.words.clone(),
+                            closes,
+                            walked: 0,
+                        };
+                        return self.keep(lex, shape, Arc::new(made));
+                    }
+                }
+                None => {}
+            }
+        }
+        let made = match self.diff_from_candidate(w, trie, reps, lex, &shape) {
+            Some(made) => made,
+            None => Inside::of(w.lc, lx, trie, reps, lex, n_words),
+        };
+        let made = Arc::new(made);
+        let kept = self.keep(lex, shape, Arc::clone(&made));
+        // (a walk of few nodes is cheaper to repeat than to keep: keys of objects being spelled)
+        if let (Some(shelf), Some(key), true) = (&self.shelf, key, made.walked >= SHELVE_NODES) {
+            let shelved = match kept {
+                Kept::Dense => Shelved {
+                    words: Vec::new(),
+                    nodes: None,
+                },
+                Kept::Inside(_) => Shelved {
+                    words: made.words.clone(),
+                    nodes: Some(made.closes.iter().map(|c| c.0).collect()),
+                },
+            };
+            lock(&shelf.kept).put(key, Arc::new(shelved));
+        }
+        kept
+    }
+
+    /// What lexer state `lex` (several lexemes in progress) allows by itself, from what each of
+    /// its lexemes allows alone (with the same shadows): [`Inside::union`]. A token stays inside
+    /// `lex`'s lexemes iff it stays inside one of them (a lexeme that can still finish after the
+    /// token could at every byte before, shadows stepping alike), and a lexeme closes at a node
+    /// iff one of them does (it could finish on the way there). The start of an object's key (a
+    /// DFA per known key and a string's) is then a string's lexer state, shelved by an earlier
+    /// schema, and a few keys'. None when the steps cannot be read (never: a fresh walk then).
+    fn union(
+        &mut self,
+        w: &mut Walk<'_>,
+        trie: &TokenTrie,
+        reps: &[u8],
+        lex: u32,
+        n_words: usize,
+    ) -> Option<Kept> {
+        let (pend, sh) = w.lc.states.values[lex as usize].clone();
+        let mut parts = Vec::with_capacity(pend.len());
+        for q in pend {
+            let alone = w.lc.state(vec![q], sh);
+            match self.get(w, trie, reps, alone, n_words) {
+                Kept::Dense => {
+                    self.by_lex.put(lex, Kept::Dense);
+                    return Some(Kept::Dense);
+                }
+                Kept::Inside(ins) => parts.push(ins),
+            }
+        }
+        let made = Inside::union(w.lc, w.cx.lx, trie, reps, lex, &parts)?;
+        let shape = w.lc.shape(w.cx.lx, lex);
+        Some(self.keep(lex, shape, Arc::new(made)))
+    }
+
+    /// [`Inside::diff`] from the candidate most alike (the most DFA states in common, then the most
+    /// terminals; the newest of those): the start of a key and a key being spelled differ in few
+    /// places.
+    fn diff_from_candidate(
+        &self,
+        w: &mut Walk<'_>,
+        trie: &TokenTrie,
+        reps: &[u8],
+        lex: u32,
+        shape: &(Vec<u32>, u32),
+    ) -> Option<Inside> {
         let pend = &w.lc.states.values[lex as usize].0;
         let mut best: Option<((usize, usize), u32)> = None;
         for (cand, (terms, _)) in &self.recent {
@@ -313,11 +549,10 @@ impl Insides {
             }
         }
         let (_, cand) = best?;
-        let Some(Kept::Inside(reference)) = self.by_lex.peek(&cand).cloned() else {
+        let Some(Kept::Inside(reference)) = self.by_lex.peek(&cand) else {
             return None;
         };
-        let made = Inside::diff(w.lc, lx, trie, reps, lex, cand, &reference, DIFF_NODES)?;
-        Some(self.keep(lex, shape, Arc::new(made)))
+        Inside::diff(w.lc, w.cx.lx, trie, reps, lex, cand, reference, DIFF_NODES)
     }
 
     /// Keep `made`, just computed for `lex` (of `shape`): cached (as [`Kept::Dense`] past
@@ -521,5 +756,202 @@ mod tests {
             alike > 50 && deep > 500 && diffs > 10_000,
             "{alike} {deep} {diffs}"
         );
+    }
+
+    /// A random terminal over `ALPHABET`: per state, its successor (local index) by each byte and
+    /// whether it accepts.
+    type Term = (Vec<[Option<usize>; 3]>, Vec<bool>);
+
+    fn random_term(rng: &mut Rng) -> Term {
+        let k = 2 + rng.below(5);
+        let rows = (0..k)
+            .map(|_| [0; 3].map(|_| (rng.below(4) != 0).then(|| rng.below(k))))
+            .collect();
+        let accepting = (0..k).map(|s| s != 0 && rng.below(3) == 0).collect();
+        (rows, accepting)
+    }
+
+    /// The lexer of `terms` in this order (greedy each), and where each term's states start.
+    fn assemble(terms: &[&Term]) -> (Lexer, Vec<usize>) {
+        let n = 1 + terms.iter().map(|t| t.1.len()).sum::<usize>();
+        let mut table = vec![0u32; n * 256];
+        let (mut accepting, mut term_of, mut start) = (vec![false; n], vec![0u32; n], Vec::new());
+        let mut off = 1;
+        for (t, (rows, acc)) in terms.iter().enumerate() {
+            start.push(off as u32);
+            for (s, row) in rows.iter().enumerate() {
+                term_of[off + s] = t as u32;
+                accepting[off + s] = acc[s];
+                for (&b, &to) in ALPHABET.iter().zip(row) {
+                    if let Some(to) = to {
+                        table[(off + s) * 256 + usize::from(b)] = (off + to) as u32;
+                    }
+                }
+            }
+            off += rows.len();
+        }
+        let offsets = start.iter().map(|&s| s as usize).collect();
+        let m = terms.len();
+        let lx = Lexer::new(
+            table,
+            accepting,
+            term_of,
+            start,
+            vec![true; m],
+            vec![false; m],
+        );
+        (lx.unwrap(), offsets)
+    }
+
+    #[test]
+    fn shelved_insides_serve_other_grammars() {
+        // lexer states of one grammar, and the same ones in another grammar that has the
+        // terminals in another order beside one more: equal signatures, and what one shelves
+        // (tokens, close nodes) is, with the other's steps found by `steps_at`, its fresh walk
+        let trie = trie();
+        let reps: Vec<u8> = (0..=255).collect();
+        let words = (trie.tok_ids.len() + 1).div_ceil(32);
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        let (mut served, mut told_apart, mut unions) = (0, 0, 0);
+        for _ in 0..24 {
+            let terms: Vec<Term> = (0..4).map(|_| random_term(&mut rng)).collect();
+            let (a, at) = assemble(&[&terms[0], &terms[1], &terms[2]]);
+            let (b, bt) = assemble(&[&terms[3], &terms[2], &terms[0], &terms[1]]);
+            // term i of `a` is term `pos[i]` of `b`
+            let pos = [2, 3, 1];
+            let (mut la, mut lb) = (LexCache::new(&a), LexCache::new(&b));
+            let mut pairs = Vec::new();
+            for _ in 0..30 {
+                // two or three terminals' lexemes started together, some bytes in, and a shadow
+                let picked: Vec<usize> = (0..3).filter(|_| rng.below(3) != 0).collect();
+                if picked.is_empty() {
+                    continue;
+                }
+                let state = |t: usize, off: &[usize], s: usize| (off[t] + s) as u32;
+                let local: Vec<(usize, usize)> = picked
+                    .iter()
+                    .map(|&t| (t, rng.below(terms[t].1.len())))
+                    .collect();
+                let mut pa: Vec<u32> = local.iter().map(|&(t, s)| state(t, &at, s)).collect();
+                let mut pb: Vec<u32> = local.iter().map(|&(t, s)| state(pos[t], &bt, s)).collect();
+                pa.sort_unstable();
+                pb.sort_unstable();
+                let (sa, sb) = if rng.below(3) == 0 {
+                    let (t, s) = (rng.below(3), rng.below(2));
+                    (
+                        la.shadows.intern(vec![state(t, &at, s)]),
+                        lb.shadows.intern(vec![state(pos[t], &bt, s)]),
+                    )
+                } else {
+                    (0, 0)
+                };
+                pairs.push((la.state(pa, sa), lb.state(pb, sb)));
+            }
+            for &(x, y) in &pairs {
+                let key = la.signature(&a, x, SIGNATURE_LEN);
+                assert!(key.is_some() && key == lb.signature(&b, y, SIGNATURE_LEN));
+                let got = Inside::of(&mut la, &a, &trie, &reps, x, words);
+                let want = Inside::of(&mut lb, &b, &trie, &reps, y, words);
+                let nodes: Vec<u32> = got.closes.iter().map(|c| c.0).collect();
+                let closes = steps_at(&mut lb, &b, &trie, &reps, y, &nodes).unwrap();
+                let served_ = Inside {
+                    words: got.words.clone(),
+                    closes,
+                    walked: 0,
+                };
+                assert_eq!(meaning(&lb, &served_), meaning(&lb, &want));
+                served += 1;
+                // and from what each of its lexemes allows alone
+                let (pend, sh) = lb.states.values[y as usize].clone();
+                let parts: Vec<Arc<Inside>> = pend
+                    .iter()
+                    .map(|&q| {
+                        let alone = lb.state(vec![q], sh);
+                        Arc::new(Inside::of(&mut lb, &b, &trie, &reps, alone, words))
+                    })
+                    .collect();
+                let joined = Inside::union(&mut lb, &b, &trie, &reps, y, &parts).unwrap();
+                assert_eq!(meaning(&lb, &joined), meaning(&lb, &want));
+                unions += usize::from(parts.len() > 1);
+            }
+            // and lexer states of one grammar with equal signatures allow the same, with unequal
+            // ones told apart
+            for &(x, _) in &pairs {
+                for &(y, _) in &pairs {
+                    let same =
+                        la.signature(&a, x, SIGNATURE_LEN) == la.signature(&a, y, SIGNATURE_LEN);
+                    let fx = Inside::of(&mut la, &a, &trie, &reps, x, words);
+                    let fy = Inside::of(&mut la, &a, &trie, &reps, y, words);
+                    let nodes = |f: &Inside| f.closes.iter().map(|c| c.0).collect::<Vec<_>>();
+                    if same {
+                        assert_eq!(
+                            (fx.words.clone(), nodes(&fx)),
+                            (fy.words.clone(), nodes(&fy))
+                        );
+                    } else {
+                        told_apart += 1;
+                    }
+                }
+            }
+        }
+        assert!(
+            served > 400 && told_apart > 1000 && unions > 200,
+            "{served} {told_apart} {unions}"
+        );
+    }
+
+    #[test]
+    fn equal_signatures_allow_the_same() {
+        // many tiny terminals, so that lexer states often have equal signatures: those must take
+        // the same tokens and close at the same nodes (what the shelf relies on), and every
+        // difference in acceptance or in the byte a transition is on must show in the signature
+        let trie = trie();
+        let reps: Vec<u8> = (0..=255).collect();
+        let words = (trie.tok_ids.len() + 1).div_ceil(32);
+        let mut rng = Rng(0x1234_5678_9abc_def1);
+        let (mut equal, mut unequal) = (0, 0);
+        for _ in 0..6 {
+            let terms: Vec<Term> = (0..40)
+                .map(|_| {
+                    let k = 1 + rng.below(2);
+                    let rows = (0..k)
+                        .map(|_| [0; 3].map(|_| (rng.below(3) == 0).then(|| rng.below(k))))
+                        .collect();
+                    (rows, (0..k).map(|_| rng.below(2) == 0).collect())
+                })
+                .collect();
+            let (lx, off) = assemble(&terms.iter().collect::<Vec<_>>());
+            let mut lc = LexCache::new(&lx);
+            let mut lexes: Vec<u32> = (1..lx.n_states() as u32)
+                .map(|q| lc.state(vec![q], 0))
+                .collect();
+            for _ in 0..40 {
+                let mut pend = vec![off[rng.below(40)] as u32, off[rng.below(40)] as u32];
+                pend.sort_unstable();
+                pend.dedup();
+                lexes.push(lc.state(pend, 0));
+            }
+            // per lexer state: its signature, and its words and close nodes
+            type Seen = (Option<Vec<u32>>, (Vec<u32>, Vec<u32>));
+            let seen: Vec<Seen> = lexes
+                .iter()
+                .map(|&l| {
+                    let f = Inside::of(&mut lc, &lx, &trie, &reps, l, words);
+                    let nodes = f.closes.iter().map(|c| c.0).collect();
+                    (lc.signature(&lx, l, SIGNATURE_LEN), (f.words, nodes))
+                })
+                .collect();
+            for (x, fx) in &seen {
+                for (y, fy) in &seen {
+                    if x == y {
+                        assert_eq!(fx, fy);
+                        equal += 1;
+                    } else if fx == fy {
+                        unequal += 1; // allowed: the key is exact, not minimal
+                    }
+                }
+            }
+        }
+        assert!(equal > 1000 && unequal > 0, "{equal} {unequal}");
     }
 }

@@ -206,6 +206,47 @@ impl Lexer {
         self.next(s, self.class_of(b))
     }
 
+    /// The DFA states reachable from `roots`, numbered from 1 in the order a breadth-first search
+    /// meets them (0: dead), each as whether it accepts and where each byte takes it (runs of
+    /// bytes: `first byte << 24 | number`, ended by [`NONE`]); the roots' numbers first. None when
+    /// longer than `max_len` ([`LexCache::signature`]).
+    fn encode(&self, roots: &[u32], max_len: usize) -> Option<Vec<u32>> {
+        let mut ids: HashMap<u32, u32> = HashMap::default();
+        let mut order: Vec<u32> = Vec::new();
+        let mut number = |q: u32, order: &mut Vec<u32>| -> u32 {
+            if q == 0 {
+                return 0;
+            }
+            *ids.entry(q).or_insert_with(|| {
+                order.push(q);
+                order.len() as u32
+            })
+        };
+        let mut key: Vec<u32> = roots.iter().map(|&q| number(q, &mut order)).collect();
+        let mut i = 0;
+        while i < order.len() {
+            let s = order[i];
+            i += 1;
+            key.push(u32::from(self.accepting[s as usize]));
+            let row = self.row(s);
+            let mut last = NONE;
+            for b in 0..=255u8 {
+                let t = row[usize::from(self.class_of(b))];
+                if t != last {
+                    key.push(u32::from(b) << 24 | number(t, &mut order));
+                    last = t;
+                }
+            }
+            key.push(NONE);
+            if key.len() > max_len {
+                // (so a state visited takes 3 words at least, and each numbers 256 more at most:
+                // the numbers stay below 2^24, under the run's byte)
+                return None;
+            }
+        }
+        Some(key)
+    }
+
     /// The length of the shortest byte string after which the lexer states of one lexeme in
     /// progress, in DFA state `a` or in `b` (of one terminal, no shadows), step differently: one
     /// dies and the other does not, or one can close and the other cannot (or closing leaves a
@@ -585,6 +626,36 @@ impl LexCache {
             .0
             .iter()
             .any(|&q| lx.busy[q as usize])
+    }
+
+    /// What lexer state `lex` allows by itself, as a key that is the same in every grammar: its
+    /// lexemes in progress and its shadows, and every DFA state reachable from them, numbered in
+    /// the order a breadth-first search meets them, each with whether it accepts and where each
+    /// byte takes it (as runs of bytes). Two lexer states with equal keys are the same machine up
+    /// to the names of their states, so they take the same tokens and close lexemes at the same
+    /// trie nodes ([`super::inside::Inside`]); which terminals close there is not in the key.
+    /// The search starts from the lexemes in progress, then the shadows, each group ordered by
+    /// its members' own keys (terminals are numbered differently in different grammars). None
+    /// when the key would be longer than `max_len` (a long bounded string: not worth sharing).
+    pub fn signature(&self, lx: &Lexer, lex: u32, max_len: usize) -> Option<Vec<u32>> {
+        let (pend, sh) = &self.states.values[lex as usize];
+        let shadows = &self.shadows.values[*sh as usize];
+        let mut roots = Vec::with_capacity(pend.len() + shadows.len());
+        for group in [pend, shadows] {
+            if group.len() == 1 {
+                roots.push(group[0]);
+                continue;
+            }
+            let mut keyed = Vec::with_capacity(group.len());
+            for &q in group {
+                keyed.push((lx.encode(&[q], max_len)?, q));
+            }
+            keyed.sort_unstable();
+            roots.extend(keyed.into_iter().map(|(_, q)| q));
+        }
+        let mut key = vec![pend.len() as u32, shadows.len() as u32];
+        key.extend(lx.encode(&roots, max_len)?);
+        Some(key)
     }
 
     /// What lexer state `lex` is made of, to find lexer states like it: the terminals of its

@@ -26,7 +26,7 @@ use crate::lru::Lru;
 use crate::trie::TokenTrie;
 use crate::vocab::{lock, Vocab};
 use earley::{Ctx, ESet, Grammar, Sigs};
-use inside::Insides;
+use inside::{Insides, Shelf};
 use lexer::{LexCache, Lexer, NONE};
 use walk::{WConf, Walk};
 
@@ -210,13 +210,15 @@ impl CfgEngine {
         // the bytes live (ASCII text: tekken's tokens are mostly of other bytes), else the byte trie
         // every grammar of the vocabulary shares
         let (live_map, live) = lexer.classes().live_map(lexer.table());
-        let (classes, trie) =
+        // (the byte trie's walks are shared with the vocabulary's other grammars: its Shelf)
+        let (classes, trie, shelf) =
             if lexer.n_classes() <= limits.class_trie_max && live <= LIVE_BYTES_MAX {
-                (lexer.classes().clone(), vocab.trie(&live_map))
+                (lexer.classes().clone(), vocab.trie(&live_map), None)
             } else {
                 (
                     ByteClasses::identity(),
                     vocab.trie(&ByteClasses::identity().map),
+                    Some(vocab.store::<Shelf>()),
                 )
             };
         let mut caches = Caches {
@@ -224,7 +226,7 @@ impl CfgEngine {
             sigs: Sigs::new(limits.earley_signatures.max(1)),
             recent: VecDeque::new(),
             masks: Lru::new(limits.cfg_masks),
-            inside: Insides::new(limits.cfg_insides),
+            inside: Insides::new(limits.cfg_insides, shelf),
         };
         let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
         let e0 = {

@@ -193,18 +193,13 @@ impl<'a> Walk<'a> {
         lexes.sort_unstable();
         lexes.dedup();
         let n_words = words.len();
-        // what each lexer state allows by itself: found, or walked now (and kept for the next
-        // visit), or taken whole (a busy lexer state: its lexemes close at many nodes)
+        // what each lexer state allows by itself (kept for the next visit), or None: taken whole
+        // (a busy lexer state: its lexemes close at many nodes)
         let found: Vec<Option<Arc<Inside>>> = lexes
             .iter()
-            .map(|&l| match insides.find(self, trie, reps, l) {
-                Some(Kept::Inside(ins)) => Some(ins),
-                Some(Kept::Dense) => None,
-                None => {
-                    let made = Arc::new(Inside::of(self.lc, self.cx.lx, trie, reps, l, n_words));
-                    insides.keep(l, self.lc.shape(self.cx.lx, l), Arc::clone(&made));
-                    Some(made)
-                }
+            .map(|&l| match insides.get(self, trie, reps, l, n_words) {
+                Kept::Inside(ins) => Some(ins),
+                Kept::Dense => None,
             })
             .collect();
         for ins in found.iter().flatten() {
