@@ -358,7 +358,7 @@ const DIFF_NODES: usize = 4096;
 /// byte trie, under their [`LexCache::signature`]: the tokens they take, and the nodes where a
 /// lexeme closes (None: more than [`DENSE_CLOSES`]). Every JSON Schema has strings, and a fresh
 /// walk of a string's lexer state takes a few ms on tekken; with this, the first schema pays it.
-/// Bounded by [`SHELF_ENTRIES`] (each holds a mask's words: 4 MB on tekken's 131k tokens).
+/// Bounded by [`SHELF_ENTRIES`] (each holds a mask's words and its key: 10 MB at most on tekken's 131k tokens).
 #[derive(Debug)]
 pub struct Shelf {
     kept: Mutex<Lru<Vec<u32>, Arc<Shelved>>>,
@@ -373,8 +373,8 @@ struct Shelved {
 
 /// Entries of a [`Shelf`], and the longest signature shelved (a lexer state reaching more DFA
 /// states than that, a long bounded string, is shared within its grammar by [`Inside::deep`]).
-pub const SHELF_ENTRIES: usize = 256;
-const SIGNATURE_LEN: usize = 8192;
+pub const SHELF_ENTRIES: usize = 128;
+const SIGNATURE_LEN: usize = 16_384;
 /// Trie nodes a walk must have stepped through to be shelved (a string's: about 200,000 on tekken).
 const SHELVE_NODES: usize = 10_000;
 
@@ -441,7 +441,7 @@ impl Insides {
             }
         }
         let key = match &self.shelf {
-            Some(_) => w.lc.signature(lx, lex, SIGNATURE_LEN),
+            Some(_) => w.lc.signature(lx, lex, trie.max_depth, SIGNATURE_LEN),
             None => None,
         };
         if let (Some(shelf), Some(key)) = (&self.shelf, &key) {
@@ -848,8 +848,8 @@ mod tests {
                 pairs.push((la.state(pa, sa), lb.state(pb, sb)));
             }
             for &(x, y) in &pairs {
-                let key = la.signature(&a, x, SIGNATURE_LEN);
-                assert!(key.is_some() && key == lb.signature(&b, y, SIGNATURE_LEN));
+                let key = la.signature(&a, x, trie.max_depth, SIGNATURE_LEN);
+                assert!(key.is_some() && key == lb.signature(&b, y, trie.max_depth, SIGNATURE_LEN));
                 let got = Inside::of(&mut la, &a, &trie, &reps, x, words);
                 let want = Inside::of(&mut lb, &b, &trie, &reps, y, words);
                 let nodes: Vec<u32> = got.closes.iter().map(|c| c.0).collect();
@@ -878,8 +878,8 @@ mod tests {
             // ones told apart
             for &(x, _) in &pairs {
                 for &(y, _) in &pairs {
-                    let same =
-                        la.signature(&a, x, SIGNATURE_LEN) == la.signature(&a, y, SIGNATURE_LEN);
+                    let same = la.signature(&a, x, trie.max_depth, SIGNATURE_LEN)
+                        == la.signature(&a, y, trie.max_depth, SIGNATURE_LEN);
                     let fx = Inside::of(&mut la, &a, &trie, &reps, x, words);
                     let fy = Inside::of(&mut la, &a, &trie, &reps, y, words);
                     let nodes = |f: &Inside| f.closes.iter().map(|c| c.0).collect::<Vec<_>>();
@@ -909,10 +909,39 @@ mod tests {
         let reps: Vec<u8> = (0..=255).collect();
         let words = (trie.tok_ids.len() + 1).div_ceil(32);
         let mut rng = Rng(0x1234_5678_9abc_def1);
-        let (mut equal, mut unequal) = (0, 0);
-        for _ in 0..6 {
+        let (mut equal, mut unequal, mut truncated) = (0, 0, 0);
+        for round in 0..9 {
             let terms: Vec<Term> = (0..40)
                 .map(|_| {
+                    if round % 3 == 2 {
+                        // 'a' goes on, '"' ends it, 'b' leads into 8 more 'a's after which
+                        // it can end or not: told apart only by whether a state can accept again
+                        let k = 2 + rng.below(4);
+                        let end = k + 9;
+                        let mut rows: Vec<[Option<usize>; 3]> = (0..k)
+                            .map(|s| [Some(s + 1), Some(k + 1), Some(end)])
+                            .collect();
+                        rows.push([None, Some(k + 1), Some(end)]);
+                        rows.extend((k + 1..k + 8).map(|t| [Some(t + 1), None, None]));
+                        rows.push([None, None, (rng.below(2) == 0).then_some(end)]);
+                        rows.push([None, None, None]);
+                        let mut acc = vec![false; end + 1];
+                        acc[end] = true;
+                        return (rows, acc);
+                    }
+                    if round % 3 == 1 {
+                        // a counted string: 'a' and 'b' go on, '"' ends it, at most k bytes
+                        // (longer than the trie's tokens or not: alike only within 6 bytes)
+                        let k = 3 + rng.below(10);
+                        let mut rows: Vec<[Option<usize>; 3]> = (0..k)
+                            .map(|s| [Some(s + 1), Some(s + 1), Some(k + 1)])
+                            .collect();
+                        rows.push([None, None, Some(k + 1)]);
+                        rows.push([None, None, None]);
+                        let mut acc = vec![false; k + 2];
+                        acc[k + 1] = true;
+                        return (rows, acc);
+                    }
                     let k = 1 + rng.below(2);
                     let rows = (0..k)
                         .map(|_| [0; 3].map(|_| (rng.below(3) == 0).then(|| rng.below(k))))
@@ -938,20 +967,31 @@ mod tests {
                 .map(|&l| {
                     let f = Inside::of(&mut lc, &lx, &trie, &reps, l, words);
                     let nodes = f.closes.iter().map(|c| c.0).collect();
-                    (lc.signature(&lx, l, SIGNATURE_LEN), (f.words, nodes))
+                    (
+                        lc.signature(&lx, l, trie.max_depth, SIGNATURE_LEN),
+                        (f.words, nodes),
+                    )
                 })
                 .collect();
-            for (x, fx) in &seen {
-                for (y, fy) in &seen {
+            let whole: Vec<Option<Vec<u32>>> = lexes
+                .iter()
+                .map(|&l| lx.encode(&lc.states.values[l as usize].0, usize::MAX, None))
+                .collect();
+            for (i, (x, fx)) in seen.iter().enumerate() {
+                for (j, (y, fy)) in seen.iter().enumerate() {
                     if x == y {
                         assert_eq!(fx, fy);
                         equal += 1;
+                        truncated += usize::from(whole[i] != whole[j]);
                     } else if fx == fy {
                         unequal += 1; // allowed: the key is exact, not minimal
                     }
                 }
             }
         }
-        assert!(equal > 1000 && unequal > 0, "{equal} {unequal}");
+        assert!(
+            equal > 1000 && unequal > 0 && truncated > 100,
+            "{equal} {unequal} {truncated}"
+        );
     }
 }

@@ -24,6 +24,9 @@ use crate::classes::{ByteClasses, Cells};
 /// No id (a dead transition, a lexeme that cannot go on).
 pub const NONE: u32 = u32::MAX;
 
+/// The flag of a state a [`LexCache::signature`] does not step out of.
+const LEAF: u32 = 4;
+
 /// The static tables: combined terminal DFAs, per-terminal facts.
 #[derive(Debug)]
 pub struct Lexer {
@@ -207,33 +210,47 @@ impl Lexer {
     }
 
     /// The DFA states reachable from `roots`, numbered from 1 in the order a breadth-first search
-    /// meets them (0: dead), each as whether it accepts and where each byte takes it (runs of
-    /// bytes: `first byte << 24 | number`, ended by [`NONE`]); the roots' numbers first. None when
-    /// longer than `max_len` ([`LexCache::signature`]).
-    fn encode(&self, roots: &[u32], max_len: usize) -> Option<Vec<u32>> {
+    /// meets them (0: dead), each as whether it accepts and can accept again, and where each byte
+    /// takes it (runs of bytes: `first byte << 24 | number`, ended by [`NONE`]); the roots'
+    /// numbers first. With `depth`, a state `depth` bytes or more from the roots is a leaf (its
+    /// flags alone, [`LEAF`]): no path of at most `depth` bytes steps out of it. None when longer
+    /// than `max_len` ([`LexCache::signature`]).
+    pub(super) fn encode(
+        &self,
+        roots: &[u32],
+        max_len: usize,
+        depth: Option<usize>,
+    ) -> Option<Vec<u32>> {
         let mut ids: HashMap<u32, u32> = HashMap::default();
-        let mut order: Vec<u32> = Vec::new();
-        let mut number = |q: u32, order: &mut Vec<u32>| -> u32 {
+        // the states in the order met, with their distance from the roots
+        let mut order: Vec<(u32, usize)> = Vec::new();
+        let mut number = |q: u32, d: usize, order: &mut Vec<(u32, usize)>| -> u32 {
             if q == 0 {
                 return 0;
             }
             *ids.entry(q).or_insert_with(|| {
-                order.push(q);
+                order.push((q, d));
                 order.len() as u32
             })
         };
-        let mut key: Vec<u32> = roots.iter().map(|&q| number(q, &mut order)).collect();
+        let mut key: Vec<u32> = roots.iter().map(|&q| number(q, 0, &mut order)).collect();
         let mut i = 0;
         while i < order.len() {
-            let s = order[i];
+            let (s, d) = order[i];
             i += 1;
-            key.push(u32::from(self.accepting[s as usize]));
+            let flags =
+                u32::from(self.accepting[s as usize]) | u32::from(self.reaccept[s as usize]) << 1;
+            if depth.is_some_and(|depth| d >= depth) {
+                key.push(flags | LEAF);
+                continue;
+            }
+            key.push(flags);
             let row = self.row(s);
             let mut last = NONE;
             for b in 0..=255u8 {
                 let t = row[usize::from(self.class_of(b))];
                 if t != last {
-                    key.push(u32::from(b) << 24 | number(t, &mut order));
+                    key.push(u32::from(b) << 24 | number(t, d + 1, &mut order));
                     last = t;
                 }
             }
@@ -628,18 +645,29 @@ impl LexCache {
             .any(|&q| lx.busy[q as usize])
     }
 
-    /// What lexer state `lex` allows by itself, as a key that is the same in every grammar: its
-    /// lexemes in progress and its shadows, and every DFA state reachable from them, numbered in
-    /// the order a breadth-first search meets them, each with whether it accepts and where each
-    /// byte takes it (as runs of bytes). Two lexer states with equal keys are the same machine up
-    /// to the names of their states, so they take the same tokens and close lexemes at the same
-    /// trie nodes ([`super::inside::Inside`]); which terminals close there is not in the key.
-    /// The search starts from the lexemes in progress, then the shadows, each group ordered by
-    /// its members' own keys (terminals are numbered differently in different grammars). None
-    /// when the key would be longer than `max_len` (a long bounded string: not worth sharing).
-    pub fn signature(&self, lx: &Lexer, lex: u32, max_len: usize) -> Option<Vec<u32>> {
+    /// What lexer state `lex` allows by itself on a trie of tokens of at most `depth` bytes, as a
+    /// key that is the same in every grammar: its lexemes in progress and its shadows, and the DFA
+    /// states reachable from them, numbered in the order a breadth-first search meets them, each
+    /// with whether it accepts (or can accept again) and where each byte takes it. Two lexer
+    /// states with equal keys are the same machine up to the names of their states, so they take
+    /// the same tokens and close lexemes at the same trie nodes ([`super::inside::Inside`]); which
+    /// terminals close there is not in the key. Without shadows only the first `depth` bytes
+    /// matter (whether a lexeme can go on is whether its state can accept again): a string of
+    /// `maxLength` 1,000 has the key of one of 100 far from its bound. The search starts from the
+    /// lexemes in progress, then the shadows, each group ordered by its members' own keys
+    /// (terminals are numbered differently in different grammars). None when the key would be
+    /// longer than `max_len`.
+    pub fn signature(
+        &self,
+        lx: &Lexer,
+        lex: u32,
+        depth: usize,
+        max_len: usize,
+    ) -> Option<Vec<u32>> {
         let (pend, sh) = &self.states.values[lex as usize];
         let shadows = &self.shadows.values[*sh as usize];
+        // (with shadows, whether a lexeme can finish depends on all of both machines)
+        let depth = shadows.is_empty().then_some(depth);
         let mut roots = Vec::with_capacity(pend.len() + shadows.len());
         for group in [pend, shadows] {
             if group.len() == 1 {
@@ -648,13 +676,13 @@ impl LexCache {
             }
             let mut keyed = Vec::with_capacity(group.len());
             for &q in group {
-                keyed.push((lx.encode(&[q], max_len)?, q));
+                keyed.push((lx.encode(&[q], max_len, depth)?, q));
             }
             keyed.sort_unstable();
             roots.extend(keyed.into_iter().map(|(_, q)| q));
         }
         let mut key = vec![pend.len() as u32, shadows.len() as u32];
-        key.extend(lx.encode(&roots, max_len)?);
+        key.extend(lx.encode(&roots, max_len, depth)?);
         Some(key)
     }
 
