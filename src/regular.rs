@@ -247,9 +247,7 @@ impl RegularIndex {
                 continue;
             }
             at[d] = s;
-            for &t in tr.tokens(i) {
-                words[(t >> 5) as usize] |= 1 << (t & 31);
-            }
+            tr.mark(i, &mut words);
             i += 1;
         }
         words

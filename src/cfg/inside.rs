@@ -219,6 +219,9 @@ impl Inside {
 /// the lexer, marks in `words` the tokens of at least `from` classes that stay inside a lexeme and
 /// lists in `closes` the nodes at least `from` deep where one closes (subtrees with nothing that
 /// deep are skipped). Returns the nodes it stepped through.
+///
+/// This is the engine's hottest loop (a JSON string's state steps through all 266,000 nodes of
+/// tekken's trie), so the steps it takes are read from [`Rows`], one dense row per lexer state met.
 #[allow(clippy::too_many_arguments)]
 fn walk_lexer(
     lc: &mut LexCache,
@@ -230,42 +233,96 @@ fn walk_lexer(
     words: &mut [u32],
     closes: &mut Vec<(u32, u32)>,
 ) -> usize {
+    let mut rows = Rows::default();
+    // the row of the lexer state at each depth of the path
     let mut levels: Vec<u32> = vec![0; trie.max_depth + 1];
-    levels[0] = lex;
+    levels[0] = rows.row(lex);
+    let (label, depth, end, deepest) = (
+        &trie.label[..],
+        &trie.depth[..],
+        &trie.end[..],
+        &trie.deepest[..],
+    );
     let n = trie.n_nodes();
     let mut walked = 0;
     let mut i = 1;
     while i < n {
-        if (trie.deepest[i] as usize) < from {
-            i = trie.end[i] as usize; // nothing that deep below
+        if from > 0 && (deepest[i] as usize) < from {
+            i = end[i] as usize; // nothing that deep below
             continue;
         }
         walked += 1;
-        let d = trie.depth[i] as usize;
-        let st = lc.step(lx, levels[d - 1], reps[usize::from(trie.label[i])]);
-        if st == 0 {
-            i = trie.end[i] as usize;
+        let d = depth[i] as usize;
+        let c = label[i];
+        let row = levels[d - 1];
+        let mut e = rows.table[row as usize * 256 + usize::from(c)];
+        if e == 0 {
+            e = rows.fill(lc, lx, row, c, reps[usize::from(c)]);
+        }
+        if e & DEAD != 0 {
+            i = end[i] as usize;
             continue;
         }
-        let step = &lc.steps[st];
+        let next = e as u32;
         if d >= from {
-            if !step.closes.is_empty() {
+            if e & CLOSES != 0 {
+                let st = lc.step(lx, rows.lexes[row as usize], reps[usize::from(c)]);
                 closes.push((i as u32, st as u32));
             }
-            if step.next != NONE {
-                for &t in trie.tokens(i) {
-                    words[t as usize >> 5] |= 1 << (t & 31);
-                }
+            if next != NONE {
+                trie.mark(i, words);
             }
         }
-        if step.next == NONE {
-            i = trie.end[i] as usize;
+        if next == NONE {
+            i = end[i] as usize;
             continue;
         }
-        levels[d] = step.next;
+        levels[d] = next;
         i += 1;
     }
     walked
+}
+
+/// The steps of the lexer states one walk meets, by trie label: `table[row * 256 + label]` is 0
+/// until computed, else [`DEAD`], or the row of the lexer state after it ([`NONE`]: the lexemes
+/// cannot go on) with [`CLOSES`] when one can close there.
+#[derive(Default)]
+struct Rows {
+    table: Vec<u64>,
+    lexes: Vec<u32>,
+    row_of: rustc_hash::FxHashMap<u32, u32>,
+}
+
+const COMPUTED: u64 = 1 << 32;
+const DEAD: u64 = 1 << 33;
+const CLOSES: u64 = 1 << 34;
+
+impl Rows {
+    /// The row of lexer state `lex` (made empty when new).
+    fn row(&mut self, lex: u32) -> u32 {
+        if let Some(&r) = self.row_of.get(&lex) {
+            return r;
+        }
+        let r = self.lexes.len() as u32;
+        self.lexes.push(lex);
+        self.table.resize(self.table.len() + 256, 0);
+        self.row_of.insert(lex, r);
+        r
+    }
+
+    /// Compute the entry of row `row` by trie label `c` (byte `byte`).
+    fn fill(&mut self, lc: &mut LexCache, lx: &Lexer, row: u32, c: u8, byte: u8) -> u64 {
+        let st = lc.step(lx, self.lexes[row as usize], byte);
+        let e = if st == 0 {
+            COMPUTED | DEAD
+        } else {
+            let (next, closes) = (lc.steps[st].next, !lc.steps[st].closes.is_empty());
+            let next = if next == NONE { NONE } else { self.row(next) };
+            COMPUTED | u64::from(next) | if closes { CLOSES } else { 0 }
+        };
+        self.table[row as usize * 256 + usize::from(c)] = e;
+        e
+    }
 }
 
 /// The closes of lexer state `lex` at trie nodes `nodes` (ascending: preorder), each with the
@@ -992,6 +1049,73 @@ mod tests {
         assert!(
             equal > 1000 && unequal > 0 && truncated > 100,
             "{equal} {unequal} {truncated}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod speed {
+    use super::*;
+    use crate::classes::ByteClasses;
+    use crate::vocab::Vocab;
+
+    /// `GM_VOCAB=/path cargo test --release speed -- --ignored --nocapture`: fresh walks of a JSON
+    /// string's inner state over a real vocabulary (u32 count, then per token u32 length + bytes).
+    #[test]
+    #[ignore]
+    fn walk_a_string_state() {
+        let Ok(path) = std::env::var("GM_VOCAB") else {
+            return;
+        };
+        let data = std::fs::read(path).unwrap();
+        let u = |at: usize| u32::from_le_bytes(data[at..at + 4].try_into().unwrap()) as usize;
+        let mut toks = Vec::new();
+        let mut at = 4;
+        for _ in 0..u(0) {
+            let n = u(at);
+            toks.push(data[at + 4..at + 4 + n].to_vec());
+            at += 4 + n;
+        }
+        let n = toks.len();
+        let vocab = Vocab::from_tokens(toks, &[], n).unwrap();
+        let trie = TokenTrie::build(&vocab, &ByteClasses::identity().map);
+        // 1: start, 2: inner, 3: after a backslash, 4: closed
+        let mut table = vec![0u32; 5 * 256];
+        table[256 + usize::from(b'"')] = 2;
+        for b in 0x20..=255usize {
+            table[2 * 256 + b] = 2;
+        }
+        table[2 * 256 + usize::from(b'"')] = 4;
+        table[2 * 256 + usize::from(b'\\')] = 3;
+        for &b in b"\\\"/bfnrt" {
+            table[3 * 256 + usize::from(b)] = 2;
+        }
+        let lx = Lexer::new(
+            table,
+            vec![false, false, false, false, true],
+            vec![0; 5],
+            vec![1],
+            vec![true],
+            vec![false],
+        )
+        .unwrap();
+        let reps: Vec<u8> = (0..=255).collect();
+        let words = n.div_ceil(32);
+        let mut times = Vec::new();
+        for _ in 0..15 {
+            let mut lc = LexCache::new(&lx);
+            let lex = lc.state(vec![2], 0);
+            let t = std::time::Instant::now();
+            let ins = Inside::of(&mut lc, &lx, &trie, &reps, lex, words);
+            times.push(t.elapsed().as_secs_f64() * 1e6);
+            assert!(ins.walked > 100_000);
+        }
+        times.sort_by(f64::total_cmp);
+        eprintln!(
+            "{} nodes: fresh walk median {:.0} us, min {:.0} us",
+            trie.n_nodes(),
+            times[7],
+            times[0]
         );
     }
 }

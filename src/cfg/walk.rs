@@ -411,9 +411,7 @@ impl Subtrees {
                 continue;
             }
             self.levels[d] = cur;
-            for &t in trie.tokens(i) {
-                words[t as usize >> 5] |= 1 << (t & 31);
-            }
+            trie.mark(i, words);
             i += 1;
         }
         Ok(())
