@@ -9,7 +9,8 @@ class Vocabulary:
     """The token bytes of a vocabulary, shared by every grammar compiled against it."""
 
     def __init__(
-        self, data: bytes, lengths: bytes, specials: list[int], size: int, tries: int = 8
+        self, data: bytes, lengths: bytes, specials: list[int], size: int, tries: int = 8,
+        shared_walks: int = 128,
     ) -> None: ...
     @property
     def size(self) -> int: ...

@@ -35,6 +35,10 @@ class Limits:
     compiled_bytes_per_vocabulary: int = 128 << 20
     #: token tries compressed by byte class, kept per vocabulary (8; a few MB each on 131k tokens)
     class_tries_per_vocabulary: int = 8
+    #: what CFG lexer states allow by themselves, walked on the byte trie and shared by the native
+    #: engine's grammars of a vocabulary (128; a mask row and a key each, 10 MB at most on 131k
+    #: tokens): every JSON Schema's strings are walked once
+    shared_lexer_walks: int = 128
 
     # ---- the cache kept per process -------------------------------------------------------------------
     #: terminal automata (byte DFAs of patterns, literals, bounded strings, key sets, intersections)

@@ -111,7 +111,7 @@ pub struct PyVocab {
 #[pymethods]
 impl PyVocab {
     #[new]
-    #[pyo3(signature = (data, lengths, specials, size, tries = 8))]
+    #[pyo3(signature = (data, lengths, specials, size, tries = 8, shared_walks = 128))]
     fn new(
         py: Python<'_>,
         data: &Bound<'_, PyBytes>,
@@ -119,6 +119,7 @@ impl PyVocab {
         specials: Vec<i64>,
         size: i64,
         tries: i64,
+        shared_walks: i64,
     ) -> PyResult<Self> {
         let data = data.as_bytes().to_vec();
         let lengths = lengths.as_bytes().to_vec();
@@ -126,7 +127,8 @@ impl PyVocab {
             let lengths = to_u32s_ne(&lengths, "native vocabulary: lengths")?;
             let size = to_usize(size, "native vocabulary: size")?;
             let tries = to_usize(tries, "native vocabulary: tries")?;
-            Vocab::new(data, &lengths, &specials, size, tries)
+            let shared = to_usize(shared_walks, "native vocabulary: shared_walks")?;
+            Vocab::new(data, &lengths, &specials, size, tries, shared)
         })?;
         Ok(PyVocab {
             inner: Arc::new(inner),
@@ -169,7 +171,7 @@ impl PyVocab {
     /// of this vocabulary: ``(entries held, lexer states served from them so far)``.
     #[getter]
     fn shelf(&self) -> (usize, usize) {
-        self.inner.store::<CfgShelf>().stats()
+        self.inner.store(CfgShelf::new).stats()
     }
 }
 

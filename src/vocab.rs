@@ -25,10 +25,14 @@ pub struct Vocab {
     /// what the engines share between grammars of this vocabulary, one store per type
     /// ([`Vocab::store`])
     stores: Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
+    /// entries a store may hold (`Limits.shared_lexer_walks`)
+    pub store_entries: usize,
 }
 
 /// Tries kept per vocabulary unless the caller says otherwise (`Limits.class_tries_per_vocabulary`).
 pub const DEFAULT_TRIES: usize = 8;
+/// Entries of each store unless the caller says otherwise (`Limits.shared_lexer_walks`).
+pub const DEFAULT_STORE_ENTRIES: usize = 128;
 
 impl Vocab {
     /// A vocabulary of `size` ids whose first `lengths.len()` have the bytes `data` cut at `lengths`.
@@ -41,6 +45,7 @@ impl Vocab {
         specials: &[i64],
         size: usize,
         tries: usize,
+        store_entries: usize,
     ) -> Result<Vocab> {
         let mut offsets = Vec::with_capacity(lengths.len() + 1);
         offsets.push(0usize);
@@ -89,13 +94,21 @@ impl Vocab {
             tries: Mutex::new(Lru::new(tries.max(1))),
             bytes_trie: Mutex::new(None),
             stores: Mutex::new(HashMap::new()),
+            store_entries,
         })
     }
 
     /// A vocabulary from one byte string per id (tests and tools).
     pub fn from_tokens(tokens: Vec<Vec<u8>>, specials: &[i64], size: usize) -> Result<Vocab> {
         let lengths: Vec<u32> = tokens.iter().map(|t| t.len() as u32).collect();
-        Vocab::new(tokens.concat(), &lengths, specials, size, DEFAULT_TRIES)
+        Vocab::new(
+            tokens.concat(),
+            &lengths,
+            specials,
+            size,
+            DEFAULT_TRIES,
+            DEFAULT_STORE_ENTRIES,
+        )
     }
 
     /// The model's vocabulary size (padding included).
@@ -183,17 +196,17 @@ impl Vocab {
         *lock(&self.tries) = Lru::new(limit);
     }
 
-    /// The store of type `T` every grammar of this vocabulary shares (made empty on first use and
-    /// kept with the vocabulary; `T` bounds itself).
-    pub fn store<T: Default + Send + Sync + 'static>(&self) -> Arc<T> {
+    /// The store of type `T` every grammar of this vocabulary shares (made by `make` on first use,
+    /// bounded by itself to [`Vocab::store_entries`], and kept with the vocabulary).
+    pub fn store<T: Send + Sync + 'static>(&self, make: impl Fn(usize) -> T) -> Arc<T> {
         let any = Arc::clone(
             lock(&self.stores)
                 .entry(TypeId::of::<T>())
-                .or_insert_with(|| Arc::new(T::default())),
+                .or_insert_with(|| Arc::new(make(self.store_entries))),
         );
         // the entry of `T`'s type id holds a `T`: the fallback is never taken
         any.downcast::<T>()
-            .unwrap_or_else(|_| Arc::new(T::default()))
+            .unwrap_or_else(|_| Arc::new(make(self.store_entries)))
     }
 
     /// Tries held in the cache.
@@ -226,15 +239,15 @@ mod tests {
 
     #[test]
     fn refuses_inconsistent_input() {
-        assert!(Vocab::new(b"abc".to_vec(), &[1, 1], &[], 2, 1).is_err());
-        assert!(Vocab::new(b"ab".to_vec(), &[1, 1], &[], 1, 1).is_err());
-        assert!(Vocab::new(b"ab".to_vec(), &[1, 1], &[5], 2, 1).is_err());
-        assert!(Vocab::new(b"ab".to_vec(), &[1, 1], &[-1], 2, 1).is_err());
+        assert!(Vocab::new(b"abc".to_vec(), &[1, 1], &[], 2, 1, 1).is_err());
+        assert!(Vocab::new(b"ab".to_vec(), &[1, 1], &[], 1, 1, 1).is_err());
+        assert!(Vocab::new(b"ab".to_vec(), &[1, 1], &[5], 2, 1, 1).is_err());
+        assert!(Vocab::new(b"ab".to_vec(), &[1, 1], &[-1], 2, 1, 1).is_err());
     }
 
     #[test]
     fn tries_are_cached_and_bounded() {
-        let v = Vocab::new(b"ab".to_vec(), &[1, 1], &[], 2, 1).unwrap();
+        let v = Vocab::new(b"ab".to_vec(), &[1, 1], &[], 2, 1, 1).unwrap();
         let id = crate::classes::ByteClasses::identity().map;
         let a = v.trie(&id);
         assert!(std::sync::Arc::ptr_eq(&a, &v.trie(&id)));

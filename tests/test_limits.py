@@ -96,3 +96,29 @@ def test_lru_bounds_entries_and_bytes() -> None:
     assert len(lru) == 3 and 1 not in lru and lru.get(4) == "4"
     lru.put(9, "big", nbytes=50)  # alone over the byte budget: kept, everything older goes
     assert len(lru) == 1 and lru.get(9) == "big" and lru.nbytes == 50
+
+
+def test_shared_lexer_walks_are_bounded_per_vocabulary() -> None:
+    # the native engine's shelf of CFG lexer walks (src/cfg/inside.rs) keeps at most
+    # Limits.shared_lexer_walks, set by the vocabulary's first compile; walks of under 10,000 trie
+    # nodes are not kept, so the vocabulary needs that many nodes
+    from grammarmask.native import available, native_vocabulary
+
+    if not available():
+        pytest.skip("the native extension is not built")
+    import random
+
+    rng = random.Random(3)
+    alphabet = [bytes([b]) for b in range(0x20, 0x7F)] + ["é".encode(), "ü".encode(), "€".encode()]
+    tokens = {b"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 8))) for _ in range(6000)}
+    schemas = [{"type": "string"}, {"type": "string", "minLength": 2},
+               {"type": "string", "maxLength": 100}]
+    for limit, kept in [(1, 1), (128, 3)]:
+        ordered = sorted(tokens | {b'"'})
+        vocab = gm.Vocabulary.from_tokens(ordered + [b""], eos_token_id=len(ordered))
+        limits = gm.Limits(shared_lexer_walks=limit)
+        for schema in schemas:
+            m = gm.JsonSchema(schema).compile(vocab, limits=limits).matcher()
+            m.advance(ordered.index(b'"'))
+            m.mask()
+        assert native_vocabulary(vocab).shelf[0] == kept

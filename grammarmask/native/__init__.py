@@ -46,7 +46,8 @@ def available() -> bool:
 
 def native_vocabulary(vocab: Vocabulary) -> _engine_t.Vocabulary:
     """The native vocabulary of ``vocab`` with its byte trie (made once per vocabulary; the first
-    compile's ``Limits.class_tries_per_vocabulary`` bounds the class tries it keeps)."""
+    compile's ``Limits.class_tries_per_vocabulary`` and ``Limits.shared_lexer_walks`` bound the
+    class tries and the CFG lexer walks it keeps)."""
 
     def make() -> _engine_t.Vocabulary:
         tb = vocab.token_bytes
@@ -57,6 +58,7 @@ def native_vocabulary(vocab: Vocabulary) -> _engine_t.Vocabulary:
             sorted(vocab.special_ids),
             vocab.size,
             active().class_tries_per_vocabulary,
+            active().shared_lexer_walks,
         )
         made.byte_trie_nodes  # noqa: B018 - the byte trie, built now: every grammar's trie is it or read off it
         return made

@@ -415,7 +415,8 @@ const DIFF_NODES: usize = 4096;
 /// byte trie, under their [`LexCache::signature`]: the tokens they take, and the nodes where a
 /// lexeme closes (None: more than [`DENSE_CLOSES`]). Every JSON Schema has strings, and a fresh
 /// walk of a string's lexer state takes a few ms on tekken; with this, the first schema pays it.
-/// Bounded by [`SHELF_ENTRIES`] (each holds a mask's words and its key: 10 MB at most on tekken's 131k tokens).
+/// Bounded by `Limits.shared_lexer_walks` (128 by default; each entry holds a mask's words and its
+/// key: 10 MB at most on tekken's 131k tokens).
 #[derive(Debug)]
 pub struct Shelf {
     kept: Mutex<Lru<Vec<u32>, Arc<Shelved>>>,
@@ -428,23 +429,21 @@ struct Shelved {
     nodes: Option<Vec<u32>>,
 }
 
-/// Entries of a [`Shelf`], and the longest signature shelved (a lexer state reaching more DFA
-/// states than that, a long bounded string, is shared within its grammar by [`Inside::deep`]).
-pub const SHELF_ENTRIES: usize = 128;
+/// The longest signature shelved (a lexer state with shadows reaching more DFA states than that is
+/// shared within its grammar only).
 const SIGNATURE_LEN: usize = 16_384;
 /// Trie nodes a walk must have stepped through to be shelved (a string's: about 200,000 on tekken).
 const SHELVE_NODES: usize = 10_000;
 
-impl Default for Shelf {
-    fn default() -> Self {
+impl Shelf {
+    /// An empty shelf of at most `entries` walks.
+    pub fn new(entries: usize) -> Self {
         Shelf {
-            kept: Mutex::new(Lru::new(SHELF_ENTRIES)),
+            kept: Mutex::new(Lru::new(entries)),
             hits: AtomicUsize::new(0),
         }
     }
-}
 
-impl Shelf {
     /// Entries held, and the lexer states served from them so far.
     pub fn stats(&self) -> (usize, usize) {
         (lock(&self.kept).len(), self.hits.load(Ordering::Relaxed))

@@ -218,7 +218,7 @@ impl CfgEngine {
                 (
                     ByteClasses::identity(),
                     vocab.trie(&ByteClasses::identity().map),
-                    Some(vocab.store::<Shelf>()),
+                    Some(vocab.store(Shelf::new)),
                 )
             };
         let mut caches = Caches {
