@@ -196,6 +196,51 @@ impl TokenTrie {
         out
     }
 
+    /// The trie of the tokens `keep` holds (the same paths, a subset of the nodes, in the same
+    /// preorder), and for each of its nodes this trie's node with its path.
+    pub fn subset(&self, keep: impl Fn(u32) -> bool) -> (TokenTrie, Vec<u32>) {
+        let n = self.n_nodes();
+        // each node's parent (the node one shallower on the path to it), then whether its subtree
+        // holds a kept token (children come after their parent in preorder)
+        let mut parent = vec![0u32; n];
+        let mut path = vec![0u32; self.max_depth + 1];
+        for (i, (p, &d)) in parent.iter_mut().zip(&self.depth).enumerate().skip(1) {
+            *p = path[d as usize - 1];
+            path[d as usize] = i as u32;
+        }
+        let mut live = vec![false; n];
+        for i in (1..n).rev() {
+            live[i] |= self.tokens(i).iter().any(|&t| keep(t));
+            if live[i] {
+                live[parent[i] as usize] = true;
+            }
+        }
+        let mut out = TokenTrie {
+            label: Vec::new(),
+            depth: Vec::new(),
+            end: Vec::new(),
+            tok_ptr: vec![0],
+            tok_ids: Vec::new(),
+            max_depth: 0,
+            deepest: Vec::new(),
+            by_len: Vec::new(),
+            len_ptr: Vec::new(),
+            single: Vec::new(),
+        };
+        let mut node_of = Vec::new();
+        for i in (0..n).filter(|&i| i == 0 || live[i]) {
+            out.label.push(self.label[i]);
+            out.depth.push(self.depth[i]);
+            out.max_depth = out.max_depth.max(self.depth[i] as usize);
+            out.tok_ids
+                .extend(self.tokens(i).iter().copied().filter(|&t| keep(t)));
+            out.tok_ptr.push(out.tok_ids.len() as u32);
+            node_of.push(i as u32);
+        }
+        out.finish();
+        (out, node_of)
+    }
+
     /// The arrays read off the others: `end`, `deepest`, the tokens by length.
     fn finish(&mut self) {
         self.fill_end();
@@ -430,6 +475,38 @@ mod tests {
                 got.sort_unstable();
                 assert_eq!(got, want, "tokens of {d} classes or more");
             }
+        }
+    }
+
+    #[test]
+    fn a_subset_is_the_trie_of_its_tokens() {
+        let toks: Vec<&[u8]> = vec![b"", b"ab", b"abc", b"b", b"ba", b"abd", b"c", b"ab"];
+        let v = vocab(&toks);
+        let whole = TokenTrie::build(&v, &ByteClasses::identity().map);
+        for keep in [|_: u32| true, |t: u32| t % 2 == 0, |t: u32| t == 5] {
+            let (sub, node_of) = whole.subset(keep);
+            let kept: Vec<Vec<u8>> = (0..toks.len() as u32)
+                .filter(|&t| keep(t) && !toks[t as usize].is_empty())
+                .map(|t| toks[t as usize].to_vec())
+                .collect();
+            // the same tokens, at the nodes of their paths
+            let mut listed = Vec::new();
+            for (i, &j) in node_of.iter().enumerate() {
+                let j = j as usize;
+                assert_eq!(
+                    (sub.label[i], sub.depth[i]),
+                    (whole.label[j], whole.depth[j])
+                );
+                for &t in sub.tokens(i) {
+                    assert!(whole.tokens(j).contains(&t));
+                    listed.push(toks[t as usize].to_vec());
+                }
+            }
+            let mut want = kept.clone();
+            want.sort();
+            listed.sort();
+            assert_eq!(listed, want);
+            assert!(node_of.windows(2).all(|w| w[0] < w[1]), "preorder kept");
         }
     }
 

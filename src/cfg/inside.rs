@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::lexer::{LexCache, Lexer, NONE};
+use super::slice::Slice;
 use super::walk::Walk;
 use crate::lru::Lru;
 use crate::trie::TokenTrie;
@@ -401,6 +402,7 @@ pub struct Insides {
     /// the lexer states last computed, newest first, with their shapes ([`LexCache::shape`])
     recent: VecDeque<(u32, (Vec<u32>, u32))>,
     shelf: Option<Arc<Shelf>>,
+    slice: Option<Arc<Slice>>,
 }
 
 /// Computed lexer states kept as candidates, and the pairs of DFA states one comparison of
@@ -451,19 +453,23 @@ impl Shelf {
 }
 
 impl Insides {
-    /// At most `limit` lexer states kept; `shelf`: the vocabulary's, when the byte trie is walked.
-    pub fn new(limit: usize, shelf: Option<Arc<Shelf>>) -> Self {
+    /// At most `limit` lexer states kept; `shared`: the vocabulary's shelf and slice, when the
+    /// byte trie is walked.
+    pub fn new(limit: usize, shared: Option<(Arc<Shelf>, Arc<Slice>)>) -> Self {
+        let (shelf, slice) = shared.unzip();
         Insides {
             by_lex: Lru::new(limit),
             recent: VecDeque::new(),
             shelf,
+            slice,
         }
     }
 
     /// What lexer state `lex` allows by itself: cached; else a candidate's of the same shape that
     /// takes every token alike (or all but the longest: [`Inside::deep`]); else the shelf's, from
     /// another grammar; else read off the candidate most like it ([`Inside::diff`]); else walked
-    /// afresh. Kept for the next visit, and shelved.
+    /// afresh (inside a string, only the tokens that are not all body characters: [`Slice`]). Kept
+    /// for the next visit, and shelved.
     pub fn get(
         &mut self,
         w: &mut Walk<'_>,
@@ -524,7 +530,10 @@ impl Insides {
         }
         let made = match self.diff_from_candidate(w, trie, reps, lex, &shape) {
             Some(made) => made,
-            None => Inside::of(w.lc, lx, trie, reps, lex, n_words),
+            None => match &self.slice {
+                Some(slice) if Slice::takes(w.lc, lx, lex) => slice.inside(w.lc, lx, reps, lex),
+                _ => Inside::of(w.lc, lx, trie, reps, lex, n_words),
+            },
         };
         let made = Arc::new(made);
         let kept = self.keep(lex, shape, Arc::clone(&made));

@@ -13,6 +13,7 @@ pub mod complete;
 pub mod earley;
 pub mod inside;
 pub mod lexer;
+pub mod slice;
 pub mod walk;
 
 use std::collections::VecDeque;
@@ -28,6 +29,7 @@ use crate::vocab::{lock, Vocab};
 use earley::{Ctx, ESet, Grammar, Sigs};
 use inside::{Insides, Shelf};
 use lexer::{LexCache, Lexer, NONE};
+use slice::Slice;
 use walk::{WConf, Walk};
 
 /// Why the CFG engine refused: unusable input, or a budget of `grammarmask.Limits` ran out.
@@ -210,23 +212,23 @@ impl CfgEngine {
         // the bytes live (ASCII text: tekken's tokens are mostly of other bytes), else the byte trie
         // every grammar of the vocabulary shares
         let (live_map, live) = lexer.classes().live_map(lexer.table());
-        // (the byte trie's walks are shared with the vocabulary's other grammars: its Shelf)
-        let (classes, trie, shelf) =
+        // (the byte trie's walks are shared with the vocabulary's other grammars, its Shelf, and
+        // its string bodies are set aside once, its Slice)
+        let (classes, trie, shared) =
             if lexer.n_classes() <= limits.class_trie_max && live <= LIVE_BYTES_MAX {
                 (lexer.classes().clone(), vocab.trie(&live_map), None)
             } else {
-                (
-                    ByteClasses::identity(),
-                    vocab.trie(&ByteClasses::identity().map),
-                    Some(vocab.store(Shelf::new)),
-                )
+                let bytes = vocab.trie(&ByteClasses::identity().map);
+                let shelf = vocab.store(Shelf::new);
+                let slice = vocab.store(|_| Slice::build(&vocab, &bytes));
+                (ByteClasses::identity(), bytes, Some((shelf, slice)))
             };
         let mut caches = Caches {
             lex: LexCache::new(&lexer),
             sigs: Sigs::new(limits.earley_signatures.max(1)),
             recent: VecDeque::new(),
             masks: Lru::new(limits.cfg_masks),
-            inside: Insides::new(limits.cfg_insides, shelf),
+            inside: Insides::new(limits.cfg_insides, shared),
         };
         let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
         let e0 = {
