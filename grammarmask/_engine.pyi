@@ -22,6 +22,8 @@ class Vocabulary:
     @property
     def byte_trie_nodes(self) -> int: ...  # builds the byte trie if it is not yet
     @property
+    def slice_tokens(self) -> int: ...  # builds the string-body slice if it is not yet
+    @property
     def shelf(self) -> tuple[int, int]: ...  # CFG lexer states shared by grammars: (held, served)
 
 class RegularIndex:

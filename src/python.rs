@@ -13,6 +13,7 @@ use pyo3::types::PyBytes;
 use crate::cfg::earley::Grammar as CfgRules;
 use crate::cfg::inside::Shelf as CfgShelf;
 use crate::cfg::lexer::Lexer as CfgLexer;
+use crate::cfg::slice::Slice as CfgSlice;
 use crate::cfg::{CfgEngine, CfgError, Limits as CfgLimits, State as CfgState};
 use crate::classes::NeBytes;
 use crate::error::{Error, Result};
@@ -165,6 +166,15 @@ impl PyVocab {
     #[getter]
     fn tries_cached(&self) -> usize {
         self.inner.tries_cached()
+    }
+
+    /// Tokens made of whole string-body characters (every character but a quote, a backslash or a
+    /// control), which the CFG engine sets aside once per vocabulary; built by this if they are
+    /// not yet (with the byte trie: the vocabulary's preprocessing; the GIL is released).
+    #[getter]
+    fn slice_tokens(&self, py: Python<'_>) -> usize {
+        let inner = Arc::clone(&self.inner);
+        py.detach(move || CfgSlice::of(&inner).tokens())
     }
 
     /// What lexer states allow by themselves, walked on the byte trie and shared by the grammars

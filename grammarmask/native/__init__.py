@@ -61,6 +61,7 @@ def native_vocabulary(vocab: Vocabulary) -> _engine_t.Vocabulary:
             active().shared_lexer_walks,
         )
         made.byte_trie_nodes  # noqa: B018 - the byte trie, built now: every grammar's trie is it or read off it
+        made.slice_tokens  # noqa: B018 - and the string bodies every CFG grammar on the byte trie sets aside
         return made
 
     return per_vocabulary(vocab, "native.vocab", make)

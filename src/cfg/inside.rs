@@ -1118,6 +1118,25 @@ mod speed {
             times.push(t.elapsed().as_secs_f64() * 1e6);
             assert!(ins.walked > 100_000);
         }
+        let t = std::time::Instant::now();
+        let slice = crate::cfg::slice::Slice::build(&vocab, &trie);
+        eprintln!("slice built in {:?}", t.elapsed());
+        let mut sliced = Vec::new();
+        for _ in 0..15 {
+            let mut lc = LexCache::new(&lx);
+            let lex = lc.state(vec![2], 0);
+            let t = std::time::Instant::now();
+            assert!(crate::cfg::slice::Slice::takes(&mut lc, &lx, lex));
+            let ins = slice.inside(&mut lc, &lx, &reps, lex);
+            sliced.push(t.elapsed().as_secs_f64() * 1e6);
+            assert!(ins.walked > 0);
+        }
+        sliced.sort_by(f64::total_cmp);
+        eprintln!("sliced walk median {:.0} us, {} nodes walked", sliced[7], {
+            let mut lc = LexCache::new(&lx);
+            let lex = lc.state(vec![2], 0);
+            slice.inside(&mut lc, &lx, &reps, lex).walked
+        });
         times.sort_by(f64::total_cmp);
         eprintln!(
             "{} nodes: fresh walk median {:.0} us, min {:.0} us",

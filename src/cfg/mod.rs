@@ -220,7 +220,7 @@ impl CfgEngine {
             } else {
                 let bytes = vocab.trie(&ByteClasses::identity().map);
                 let shelf = vocab.store(Shelf::new);
-                let slice = vocab.store(|_| Slice::build(&vocab, &bytes));
+                let slice = Slice::of(&vocab);
                 (ByteClasses::identity(), bytes, Some((shelf, slice)))
             };
         let mut caches = Caches {

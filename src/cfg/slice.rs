@@ -6,6 +6,9 @@
 
 use super::inside::Inside;
 use super::lexer::{LexCache, Lexer, NONE};
+use std::sync::Arc;
+
+use crate::classes::ByteClasses;
 use crate::trie::TokenTrie;
 use crate::vocab::Vocab;
 
@@ -42,6 +45,16 @@ fn is_body(bytes: &[u8]) -> bool {
 }
 
 impl Slice {
+    /// The slice of `vocab`, made once and kept with it (its store).
+    pub fn of(vocab: &Vocab) -> Arc<Slice> {
+        vocab.store(|_| Slice::build(vocab, &vocab.trie(&ByteClasses::identity().map)))
+    }
+
+    /// The number of body tokens.
+    pub fn tokens(&self) -> usize {
+        self.words.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
     /// The slice of `vocab`, whose byte trie is `trie`.
     pub fn build(vocab: &Vocab, trie: &TokenTrie) -> Slice {
         let mut words = vec![0u32; vocab.n_words()];
@@ -108,7 +121,6 @@ impl Slice {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::classes::ByteClasses;
 
     /// xorshift64
     struct Rng(u64);
