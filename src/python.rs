@@ -168,7 +168,7 @@ impl PyVocab {
         self.inner.tries_cached()
     }
 
-    /// Tokens made of whole string-body characters (every character but a quote, a backslash or a
+    /// Tokens made of whole string-body characters (every character but a quote, a backslash, DEL or a
     /// control), which the CFG engine sets aside once per vocabulary; built by this if they are
     /// not yet (with the byte trie: the vocabulary's preprocessing; the GIL is released).
     #[getter]

@@ -23,11 +23,12 @@ pub struct Slice {
 }
 
 /// The body's characters as runs of byte ranges (well-formed UTF-8): every character but `"`,
-/// `\` and the C0 controls.
+/// `\`, DEL and the C0 controls (strings that take DEL take these too; llama.cpp's json.gbnf does
+/// not take it).
 const BODY: &[&[(u8, u8)]] = &[
     &[(0x20, 0x21)],
     &[(0x23, 0x5B)],
-    &[(0x5D, 0x7F)],
+    &[(0x5D, 0x7E)],
     &[(0xC2, 0xDF), (0x80, 0xBF)],
     &[(0xE0, 0xE0), (0xA0, 0xBF), (0x80, 0xBF)],
     &[(0xE1, 0xEC), (0x80, 0xBF), (0x80, 0xBF)],
@@ -41,7 +42,10 @@ const BODY: &[&[(u8, u8)]] = &[
 /// Whether `bytes` are whole body characters ([`BODY`]; `str::from_utf8` takes exactly the
 /// well-formed UTF-8 those ranges spell).
 fn is_body(bytes: &[u8]) -> bool {
-    std::str::from_utf8(bytes).is_ok_and(|s| s.chars().all(|c| c >= ' ' && c != '"' && c != '\\'))
+    std::str::from_utf8(bytes).is_ok_and(|s| {
+        s.chars()
+            .all(|c| c >= ' ' && c != '"' && c != '\\' && c != '\x7f')
+    })
 }
 
 impl Slice {
