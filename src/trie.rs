@@ -16,7 +16,7 @@ pub const DROPPED: u8 = u8::MAX;
 /// For node `i`: `label[i]` is the class on the edge into it, `depth[i]` its length, nodes
 /// `i + 1 .. end[i]` its subtree, and `tok_ids[tok_ptr[i] .. tok_ptr[i + 1]]` the tokens whose
 /// class sequence is exactly its path.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct TokenTrie {
     pub label: Vec<u8>,
     pub depth: Vec<u32>,
@@ -62,16 +62,9 @@ impl TokenTrie {
             (k << 32) | u64::from(t)
         };
         let mut trie = TokenTrie {
-            label: Vec::new(),
-            depth: Vec::new(),
-            end: Vec::new(),
             tok_ptr: vec![0],
             tok_ids: Vec::with_capacity(ids.len()),
-            max_depth: 0,
-            deepest: Vec::new(),
-            by_len: Vec::new(),
-            len_ptr: Vec::new(),
-            single: Vec::new(),
+            ..TokenTrie::default()
         };
         // (first, last) ids of a group, its depth, its class label
         let mut stack: Vec<(usize, usize, usize, u8)> = vec![(0, ids.len(), 0, 0)];
@@ -124,16 +117,9 @@ impl TokenTrie {
     /// them unread: a grammar of ASCII text reads a small part of the byte trie.
     pub fn coarsen(&self, map: &[u8; 256]) -> TokenTrie {
         let mut out = TokenTrie {
-            label: Vec::new(),
-            depth: Vec::new(),
-            end: Vec::new(),
             tok_ptr: vec![0],
             tok_ids: Vec::with_capacity(self.tok_ids.len()),
-            max_depth: 0,
-            deepest: Vec::new(),
-            by_len: Vec::new(),
-            len_ptr: Vec::new(),
-            single: Vec::new(),
+            ..TokenTrie::default()
         };
         // the byte-trie nodes of each pending class node: pool[start .. start + len], ascending
         let mut pool: Vec<u32> = vec![0];
@@ -216,16 +202,8 @@ impl TokenTrie {
             }
         }
         let mut out = TokenTrie {
-            label: Vec::new(),
-            depth: Vec::new(),
-            end: Vec::new(),
             tok_ptr: vec![0],
-            tok_ids: Vec::new(),
-            max_depth: 0,
-            deepest: Vec::new(),
-            by_len: Vec::new(),
-            len_ptr: Vec::new(),
-            single: Vec::new(),
+            ..TokenTrie::default()
         };
         let mut node_of = Vec::new();
         for i in (0..n).filter(|&i| i == 0 || live[i]) {
