@@ -466,10 +466,10 @@ impl Insides {
     }
 
     /// What lexer state `lex` allows by itself: cached; else a candidate's of the same shape that
-    /// takes every token alike (or all but the longest: [`Inside::deep`]); else the shelf's, from
-    /// another grammar; else read off the candidate most like it ([`Inside::diff`]); else walked
-    /// afresh (inside a string, only the tokens that are not all body characters: [`Slice`]). Kept
-    /// for the next visit, and shelved.
+    /// takes every token alike (or all but the longest: [`Inside::deep`]); else inside a string's
+    /// body, the body tokens and a walk of the rest ([`Slice`]); else the shelf's, from another
+    /// grammar; else read off the candidate most like it ([`Inside::diff`]); else walked afresh.
+    /// Kept for the next visit, and shelved.
     pub fn get(
         &mut self,
         w: &mut Walk<'_>,
@@ -502,6 +502,14 @@ impl Insides {
                 return kept;
             }
         }
+        // inside a string's body: the vocabulary's body tokens and a walk of the rest, cheaper than
+        // a signature and the shelf (and not worth shelving)
+        if let Some(slice) = &self.slice {
+            if Slice::takes(w.lc, lx, lex) {
+                let made = slice.inside(w.lc, lx, reps, lex);
+                return self.keep(lex, shape, Arc::new(made));
+            }
+        }
         let key = match &self.shelf {
             Some(_) => w.lc.signature(lx, lex, trie.max_depth, SIGNATURE_LEN),
             None => None,
@@ -530,10 +538,7 @@ impl Insides {
         }
         let made = match self.diff_from_candidate(w, trie, reps, lex, &shape) {
             Some(made) => made,
-            None => match &self.slice {
-                Some(slice) if Slice::takes(w.lc, lx, lex) => slice.inside(w.lc, lx, reps, lex),
-                _ => Inside::of(w.lc, lx, trie, reps, lex, n_words),
-            },
+            None => Inside::of(w.lc, lx, trie, reps, lex, n_words),
         };
         let made = Arc::new(made);
         let kept = self.keep(lex, shape, Arc::clone(&made));
