@@ -15,3 +15,5 @@ pub mod vocab;
 
 #[cfg(feature = "python")]
 mod python;
+#[cfg(test)]
+mod test_rng;

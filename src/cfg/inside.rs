@@ -692,44 +692,56 @@ impl Insides {
 mod tests {
     use super::*;
     use crate::classes::ByteClasses;
+    use crate::test_rng::Rng;
     use crate::vocab::Vocab;
 
-    /// xorshift64: a fixed stream of pseudo-random numbers
-    struct Rng(u64);
+    const ALPHABET: &[u8] = b"ab\"";
 
-    impl Rng {
-        fn below(&mut self, n: usize) -> usize {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            (self.0 % n as u64) as usize
+    /// A terminal over `ALPHABET`: per state, its successor (local index) by each byte and whether
+    /// it accepts.
+    type Term = (Vec<[Option<usize>; 3]>, Vec<bool>);
+
+    /// A random terminal of `k` states (its start never accepting; a quarter of the moves dead).
+    fn random_term(rng: &mut Rng, k: usize) -> Term {
+        let (mut rows, mut accepting) = (Vec::new(), Vec::new());
+        for s in 0..k {
+            accepting.push(s != 0 && rng.below(3) == 0);
+            rows.push([0; 3].map(|_| (rng.below(4) != 0).then(|| rng.below(k))));
         }
+        (rows, accepting)
     }
 
-    const ALPHABET: &[u8] = b"ab\"";
+    /// The lexer of `terms` in this order, and where each term's states start.
+    fn assemble(terms: &[&Term], greedy: Vec<bool>) -> (Lexer, Vec<usize>) {
+        let n = 1 + terms.iter().map(|t| t.1.len()).sum::<usize>();
+        let mut table = vec![0u32; n * 256];
+        let (mut accepting, mut term_of, mut start) = (vec![false; n], vec![0u32; n], Vec::new());
+        let mut off = 1;
+        for (t, (rows, acc)) in terms.iter().enumerate() {
+            start.push(off as u32);
+            for (s, row) in rows.iter().enumerate() {
+                term_of[off + s] = t as u32;
+                accepting[off + s] = acc[s];
+                for (&b, &to) in ALPHABET.iter().zip(row) {
+                    if let Some(to) = to {
+                        table[(off + s) * 256 + usize::from(b)] = (off + to) as u32;
+                    }
+                }
+            }
+            off += rows.len();
+        }
+        let offsets = start.iter().map(|&s| s as usize).collect();
+        let m = terms.len();
+        let lx = Lexer::new(table, accepting, term_of, start, greedy, vec![false; m]);
+        (lx.unwrap(), offsets)
+    }
 
     /// A lexer of three random terminals over `ALPHABET` (4 to 7 states each, random greediness)
     fn lexer(rng: &mut Rng) -> Lexer {
         let sizes: Vec<usize> = (0..3).map(|_| 4 + rng.below(4)).collect();
-        let n = 1 + sizes.iter().sum::<usize>();
-        let mut table = vec![0u32; n * 256];
-        let (mut accepting, mut term_of, mut start) = (vec![false; n], vec![0u32; n], Vec::new());
-        let mut off = 1;
-        for (t, &k) in sizes.iter().enumerate() {
-            start.push(off as u32);
-            for s in off..off + k {
-                term_of[s] = t as u32;
-                accepting[s] = s != off && rng.below(3) == 0;
-                for &b in ALPHABET {
-                    if rng.below(4) != 0 {
-                        table[s * 256 + usize::from(b)] = (off + rng.below(k)) as u32;
-                    }
-                }
-            }
-            off += k;
-        }
+        let terms: Vec<Term> = sizes.iter().map(|&k| random_term(rng, k)).collect();
         let greedy = (0..3).map(|_| rng.below(2) == 0).collect();
-        Lexer::new(table, accepting, term_of, start, greedy, vec![false; 3]).unwrap()
+        assemble(&terms.iter().collect::<Vec<_>>(), greedy).0
     }
 
     /// Every string over `ALPHABET` of 1 to 6 bytes as a vocabulary, and its byte trie.
@@ -828,51 +840,6 @@ mod tests {
         );
     }
 
-    /// A random terminal over `ALPHABET`: per state, its successor (local index) by each byte and
-    /// whether it accepts.
-    type Term = (Vec<[Option<usize>; 3]>, Vec<bool>);
-
-    fn random_term(rng: &mut Rng) -> Term {
-        let k = 2 + rng.below(5);
-        let rows = (0..k)
-            .map(|_| [0; 3].map(|_| (rng.below(4) != 0).then(|| rng.below(k))))
-            .collect();
-        let accepting = (0..k).map(|s| s != 0 && rng.below(3) == 0).collect();
-        (rows, accepting)
-    }
-
-    /// The lexer of `terms` in this order (greedy each), and where each term's states start.
-    fn assemble(terms: &[&Term]) -> (Lexer, Vec<usize>) {
-        let n = 1 + terms.iter().map(|t| t.1.len()).sum::<usize>();
-        let mut table = vec![0u32; n * 256];
-        let (mut accepting, mut term_of, mut start) = (vec![false; n], vec![0u32; n], Vec::new());
-        let mut off = 1;
-        for (t, (rows, acc)) in terms.iter().enumerate() {
-            start.push(off as u32);
-            for (s, row) in rows.iter().enumerate() {
-                term_of[off + s] = t as u32;
-                accepting[off + s] = acc[s];
-                for (&b, &to) in ALPHABET.iter().zip(row) {
-                    if let Some(to) = to {
-                        table[(off + s) * 256 + usize::from(b)] = (off + to) as u32;
-                    }
-                }
-            }
-            off += rows.len();
-        }
-        let offsets = start.iter().map(|&s| s as usize).collect();
-        let m = terms.len();
-        let lx = Lexer::new(
-            table,
-            accepting,
-            term_of,
-            start,
-            vec![true; m],
-            vec![false; m],
-        );
-        (lx.unwrap(), offsets)
-    }
-
     #[test]
     fn shelved_insides_serve_other_grammars() {
         // lexer states of one grammar, and the same ones in another grammar that has the
@@ -884,9 +851,14 @@ mod tests {
         let mut rng = Rng(0x2545_f491_4f6c_dd1d);
         let (mut served, mut told_apart, mut unions) = (0, 0, 0);
         for _ in 0..24 {
-            let terms: Vec<Term> = (0..4).map(|_| random_term(&mut rng)).collect();
-            let (a, at) = assemble(&[&terms[0], &terms[1], &terms[2]]);
-            let (b, bt) = assemble(&[&terms[3], &terms[2], &terms[0], &terms[1]]);
+            let terms: Vec<Term> = (0..4)
+                .map(|_| {
+                    let k = 2 + rng.below(5);
+                    random_term(&mut rng, k)
+                })
+                .collect();
+            let (a, at) = assemble(&[&terms[0], &terms[1], &terms[2]], vec![true; 3]);
+            let (b, bt) = assemble(&[&terms[3], &terms[2], &terms[0], &terms[1]], vec![true; 4]);
             // term i of `a` is term `pos[i]` of `b`
             let pos = [2, 3, 1];
             let (mut la, mut lb) = (LexCache::new(&a), LexCache::new(&b));
@@ -1019,7 +991,7 @@ mod tests {
                     (rows, (0..k).map(|_| rng.below(2) == 0).collect())
                 })
                 .collect();
-            let (lx, off) = assemble(&terms.iter().collect::<Vec<_>>());
+            let (lx, off) = assemble(&terms.iter().collect::<Vec<_>>(), vec![true; 40]);
             let mut lc = LexCache::new(&lx);
             let mut lexes: Vec<u32> = (1..lx.n_states() as u32)
                 .map(|q| lc.state(vec![q], 0))

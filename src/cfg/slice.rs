@@ -125,18 +125,7 @@ impl Slice {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// xorshift64
-    struct Rng(u64);
-
-    impl Rng {
-        fn below(&mut self, n: usize) -> usize {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            (self.0 % n as u64) as usize
-        }
-    }
+    use crate::test_rng::Rng;
 
     /// A JSON string's DFA (1 start, 2 body, 3 escape, 4 closed, 5..=11 inside a character), with
     /// `flips` of its transitions sent elsewhere at random.
