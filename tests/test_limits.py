@@ -102,11 +102,12 @@ def test_shared_lexer_walks_are_bounded_per_vocabulary() -> None:
     # the native engine's shelf of CFG lexer walks (src/cfg/inside.rs) keeps at most
     # Limits.shared_lexer_walks, set by the vocabulary's first compile; walks of under 10,000 trie
     # nodes are not kept, so the vocabulary needs that many nodes
-    from grammarmask.native import available, native_vocabulary
-
-    if not available():
-        pytest.skip("the native extension is not built")
     import random
+
+    from grammarmask import native
+    from grammarmask.native import native_vocabulary
+
+    assert native.available(), f"grammarmask._engine did not import: {native.IMPORT_ERROR}"
 
     rng = random.Random(3)
     alphabet = [bytes([b]) for b in range(0x20, 0x7F)] + ["é".encode(), "ü".encode(), "€".encode()]
