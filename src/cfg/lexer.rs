@@ -457,6 +457,10 @@ pub struct LexCache {
     pub steps: Vec<LexStep>,
     shadow_step: HashMap<(u32, u8), u32>,
     finish: HashMap<(u32, u32), bool>,
+    /// per shadow set met, the set standing for it ([`LexCache::shadow_set`])
+    canonical: HashMap<u32, u32>,
+    /// the first shadow set of each one-step behaviour: by class, whether it refuses the cut
+    by_behaviour: HashMap<[u64; 4], u32>,
 }
 
 impl LexCache {
@@ -475,7 +479,48 @@ impl LexCache {
             }],
             shadow_step: HashMap::default(),
             finish: HashMap::default(),
+            canonical: HashMap::default(),
+            // the empty set: every class lets the cut stand
+            by_behaviour: HashMap::from_iter([([0; 4], 0)]),
         }
+    }
+
+    /// The id of shadow set `set` (sorted), or of the first one met that behaves alike: when after
+    /// any byte each set either refuses the cut or is left empty (the lexeme closed can no longer
+    /// go on), the two are the same to every later step. Whitespace of a bounded run closed after
+    /// one, two or ten spaces leaves shadows of different DFA states that all refuse one more space
+    /// or newline and vanish on anything else: the lexer states after them are one, and so are the
+    /// walks and Earley sets that follow (a JSON document's gaps close at some 70 trie nodes).
+    fn shadow_set(&mut self, lx: &Lexer, set: Vec<u32>) -> u32 {
+        let id = self.shadows.intern(set);
+        if let Some(&c) = self.canonical.get(&id) {
+            return c;
+        }
+        let mut refused = [0u64; 4];
+        let mut one_step = true;
+        'classes: for c in 0..lx.n_classes() {
+            for &h in &self.shadows.values[id as usize] {
+                let n = lx.next(h, c as u8);
+                if n == 0 {
+                    continue;
+                }
+                if lx.accepting[n as usize] {
+                    refused[c / 64] |= 1 << (c % 64);
+                    continue 'classes;
+                }
+                if lx.reaccept[n as usize] {
+                    one_step = false; // a shadow that goes on: compared as it is
+                    break 'classes;
+                }
+            }
+        }
+        let c = if one_step {
+            *self.by_behaviour.entry(refused).or_insert(id)
+        } else {
+            id
+        };
+        self.canonical.insert(id, c);
+        c
     }
 
     /// The id of lexer state `(pend, shadows)`.
@@ -516,7 +561,7 @@ impl LexCache {
         } else {
             out.sort_unstable();
             out.dedup();
-            self.shadows.intern(out)
+            self.shadow_set(lx, out)
         };
         self.shadow_step.insert((sh, class), id);
         id
@@ -597,9 +642,11 @@ impl LexCache {
     }
 
     fn make_step(&mut self, lx: &Lexer, lex: u32, class: u8) -> Option<LexStep> {
-        let (pend, sh) = self.states.values[lex as usize].clone();
-        let sh2 = self.step_shadows(lx, sh, class);
-        if sh2 == NONE {
+        // most steps of a new lexer state are dead: every lexeme in progress refuses the byte, which
+        // is known before the shadows are stepped or anything is allocated
+        let (pend, sh) = &self.states.values[lex as usize];
+        let sh = *sh;
+        if pend.iter().all(|&q| lx.next(q, class) == 0) {
             return None;
         }
         let mut pend2: Vec<u32> = pend
@@ -607,7 +654,8 @@ impl LexCache {
             .map(|&q| lx.next(q, class))
             .filter(|&q| q != 0)
             .collect();
-        if pend2.is_empty() {
+        let sh2 = self.step_shadows(lx, sh, class);
+        if sh2 == NONE {
             return None;
         }
         pend2.sort_unstable();
@@ -622,7 +670,7 @@ impl LexCache {
                     v.push(q);
                     v.sort_unstable();
                     v.dedup();
-                    self.shadows.intern(v)
+                    self.shadow_set(lx, v)
                 } else {
                     sh2
                 };
@@ -741,6 +789,65 @@ mod tests {
         assert!(!c.can_finish(&lx, 1, sh, true));
         assert_eq!(c.step_shadows(&lx, sh, lx.class_of(b'a')), NONE);
         assert_eq!(c.step_shadows(&lx, sh, lx.class_of(b'b')), 0);
+    }
+
+    #[test]
+    fn shadow_sets_that_behave_alike_after_one_byte_are_one() {
+        // terminal 0: / {1,3}/ (1 -> 2 -> 3 -> 4 by spaces, 2..=4 accepting), greedy; terminal 1:
+        // "x" (5 -x-> 6)
+        let mut table = vec![0u32; 7 * 256];
+        for q in 1..4 {
+            table[q * 256 + usize::from(b' ')] = q as u32 + 1;
+        }
+        table[5 * 256 + usize::from(b'x')] = 6;
+        let lx = Lexer::new(
+            table,
+            vec![false, false, true, true, true, false, true],
+            vec![0, 0, 0, 0, 0, 1, 1],
+            vec![1, 5],
+            vec![true, true],
+            vec![false, false],
+        )
+        .unwrap();
+        let mut c = LexCache::new(&lx);
+        // a run closed after one or two spaces refuses one more and vanishes on 'x': one set
+        let (one, two) = (c.shadow_set(&lx, vec![2]), c.shadow_set(&lx, vec![3]));
+        assert_eq!(one, two);
+        assert_eq!(c.step_shadows(&lx, one, lx.class_of(b' ')), NONE);
+        assert_eq!(c.step_shadows(&lx, one, lx.class_of(b'x')), 0);
+        // at the bound nothing can go on: no shadow at all; "x" in progress refuses 'x' instead
+        assert_eq!(c.shadow_set(&lx, vec![4]), 0);
+        let x = c.shadow_set(&lx, vec![5]);
+        assert!(x != one && x != 0);
+        // so the lexer states after gaps of one and two spaces are one
+        let start = c.state(vec![1, 5], 0);
+        let s1 = c.step(&lx, start, b' ');
+        let after1 = c.steps[s1].closes.clone();
+        let s2 = c.step(&lx, c.steps[s1].next, b' ');
+        assert_eq!(after1, c.steps[s2].closes);
+        assert_eq!(after1, vec![(0, one)]);
+    }
+
+    #[test]
+    fn a_shadow_that_goes_on_is_kept_as_it_is() {
+        // /a+b/ (1 -a-> 2 -a-> 2 -b-> 3): a shadow in 2 steps to 2 on 'a', not to a refusal
+        let mut table = vec![0u32; 4 * 256];
+        table[256 + usize::from(b'a')] = 2;
+        table[2 * 256 + usize::from(b'a')] = 2;
+        table[2 * 256 + usize::from(b'b')] = 3;
+        let lx = Lexer::new(
+            table,
+            vec![false, false, false, true],
+            vec![0, 0, 0, 0],
+            vec![1],
+            vec![true],
+            vec![false],
+        )
+        .unwrap();
+        let mut c = LexCache::new(&lx);
+        let two = c.shadow_set(&lx, vec![2]);
+        assert_eq!(two, c.shadows.intern(vec![2]));
+        assert_eq!(c.step_shadows(&lx, two, lx.class_of(b'a')), two);
     }
 
     #[test]
