@@ -2,13 +2,14 @@
 //! feature, which maturin turns on); the pure-Python engine is its executable specification.
 //!
 //! One job per module: [`vocab`] the token bytes of a vocabulary, [`trie`] the token trie,
-//! [`classes`] an automaton's byte classes, [`regular`] the regular index, [`cfg`] the CFG engine, [`lru`] the bounded
+//! [`classes`] an automaton's byte classes, [`packed`] a token set in the memory it needs, [`regular`] the regular index, [`cfg`] the CFG engine, [`lru`] the bounded
 //! cache, [`error`] the error type, and `python` the bindings.
 
 pub mod cfg;
 pub mod classes;
 pub mod error;
 pub mod lru;
+pub mod packed;
 pub mod regular;
 pub mod trie;
 pub mod vocab;

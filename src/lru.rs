@@ -74,6 +74,11 @@ impl<K: Eq + Hash + Clone, V> Lru<K, V> {
         self.entries.len()
     }
 
+    /// The values held, in no particular order.
+    pub fn values(&self) -> impl Iterator<Item = &V> {
+        self.entries.values().map(|(v, _)| v)
+    }
+
     /// Whether the map holds nothing.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()

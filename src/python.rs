@@ -18,6 +18,7 @@ use crate::cfg::{CfgEngine, CfgError, Limits as CfgLimits, State as CfgState};
 use crate::classes::NeBytes;
 use crate::error::{Error, Result};
 use crate::lru::Lru;
+use crate::packed::Packed;
 use crate::regular::{Dfa, RegularIndex};
 use crate::vocab::{lock, Vocab};
 
@@ -404,6 +405,15 @@ impl PyCfgState {
     }
 }
 
+/// Masks a CFG grammar keeps whole, as the objects `mask` answers (16 KB each on tekken).
+const RECENT_ROWS: usize = 8;
+
+thread_local! {
+    /// The row a CFG mask is computed in before it is copied into its bytes object: reused, so a
+    /// first visit touches no fresh memory but that object's.
+    static SCRATCH: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// A context-free grammar bound to a native vocabulary (see `cfg/mod.rs`). Immutable and
 /// thread-safe; masks are computed without the GIL.
 ///
@@ -420,8 +430,11 @@ impl PyCfgState {
 #[pyclass(frozen, name = "CfgGrammar", module = "grammarmask._engine")]
 pub struct PyCfgGrammar {
     inner: Arc<CfgEngine>,
-    /// The answers of `mask` by state key: `wrap(bytes)`, made once and handed out shared (the
-    /// engine itself then keeps no mask cache).
+    /// Every mask computed, by state key, packed (most allow few tokens: a few bytes, not a 16 KB
+    /// row); the engine itself then keeps no mask cache.
+    packed: Mutex<Lru<crate::cfg::Key, Arc<Packed>>>,
+    /// The answers of `mask` for the last states asked: `wrap(bytes)`, handed out shared (the rows
+    /// of a batch whose sequences are in one state).
     masks: Mutex<Lru<crate::cfg::Key, Py<PyAny>>>,
     wrap: Option<Py<PyAny>>,
 }
@@ -530,7 +543,8 @@ impl PyCfgGrammar {
         let (inner, cache) = inner;
         Ok(PyCfgGrammar {
             inner: Arc::new(inner),
-            masks: Mutex::new(Lru::new(cache)),
+            packed: Mutex::new(Lru::new(cache)),
+            masks: Mutex::new(Lru::new(cache.min(RECENT_ROWS))),
             wrap,
         })
     }
@@ -589,11 +603,39 @@ impl PyCfgGrammar {
             return Ok(hit.clone_ref(py));
         }
         let key = s.key().clone();
-        let eng = Arc::clone(&self.inner);
-        let words = guarded_cfg(py, move || eng.mask(&s))?;
-        let bytes = PyBytes::new_with(py, words.len() * 4, |buf| {
-            for (out, w) in buf.chunks_exact_mut(4).zip(words.iter()) {
-                out.copy_from_slice(&w.to_ne_bytes());
+        let kept = lock(&self.packed).get(&key).map(Arc::clone);
+        let words = match kept {
+            Some(words) => words,
+            None => {
+                let eng = Arc::clone(&self.inner);
+                let n_words = self.inner.n_words();
+                // computed in this thread's scratch row (memory already mapped), then packed
+                let words = guarded_cfg(py, move || {
+                    SCRATCH.with_borrow_mut(|row| {
+                        row.clear();
+                        row.resize(n_words, 0);
+                        eng.mask_into(&s, row)?;
+                        Ok(eng.share(row))
+                    })
+                })?;
+                lock(&self.packed).put(key.clone(), Arc::clone(&words));
+                words
+            }
+        };
+        let bytes = PyBytes::new_with(py, words.n_words() * 4, |buf| {
+            // (zeroed by PyO3)
+            match &*words {
+                Packed::Sparse { words, .. } => {
+                    for &(i, w) in words.iter() {
+                        let at = 4 * i as usize;
+                        buf[at..at + 4].copy_from_slice(&w.to_ne_bytes());
+                    }
+                }
+                Packed::Dense(words) => {
+                    for (out, w) in buf.chunks_exact_mut(4).zip(words.iter()) {
+                        out.copy_from_slice(&w.to_ne_bytes());
+                    }
+                }
             }
             Ok(())
         })?;
@@ -605,10 +647,17 @@ impl PyCfgGrammar {
         Ok(made)
     }
 
-    /// Masks held in the cache.
+    /// Masks held in the cache (packed).
     #[getter]
     fn masks_cached(&self) -> usize {
-        lock(&self.masks).len()
+        lock(&self.packed).len()
+    }
+
+    /// Bytes the cached masks hold (packed), and rows held whole for the last states asked.
+    #[getter]
+    fn mask_bytes(&self) -> (usize, usize) {
+        let packed = lock(&self.packed).values().map(|p| p.bytes()).sum();
+        (packed, lock(&self.masks).len())
     }
 
     /// Set the costs of shortest completions (once per grammar): per terminal the length of its

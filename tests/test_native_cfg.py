@@ -373,6 +373,40 @@ def test_grammars_of_a_vocabulary_share_what_lexer_states_allow(tekken: gm.Vocab
     assert shelf[0] >= 1
 
 
+def test_masks_kept_packed_are_the_masks_computed(tekken: gm.Vocabulary, tekken_tokenizer: Any) -> None:
+    # a grammar keeps whole rows for its last few states only (src/python.rs RECENT_ROWS) and every
+    # mask packed (src/packed.rs), large ones shared with the vocabulary's other grammars: a state
+    # asked again after many others gets the row it got first, and the packed masks of a document
+    # take far less than a row each
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "tags": {
+        "type": "array", "items": {"type": "string", "maxLength": 12}}, "n": {"type": "integer"}}}
+    doc = json.dumps({"name": "grammarmask", "tags": ["a", "bb", "exact"], "n": 42})
+    nat = gm.JsonSchema(schema).compile(tekken)
+    states, rows = [nat.initial_state()], []
+    for t in tekken_tokenizer.encode(doc, bos=False, eos=False):
+        rows.append(np.array(nat.state_mask_words(states[-1])))
+        states.append(nat.advance_state(states[-1], t))
+    assert len(states) > 20
+    for s, row in zip(states, rows):
+        again = nat.state_mask_words(s)
+        assert np.array_equal(again, row)
+    packed, whole = nat.engine.mask_bytes
+    by_key = {tuple(s.key): row for s, row in zip(states, rows)}
+    assert whole <= 8 < nat.engine.masks_cached == len(by_key)
+    # a row with fewer than half its words set is kept as (position, word) pairs, 8 bytes each
+    set_words = [int(np.count_nonzero(row)) for row in by_key.values()]
+    assert packed == sum(8 * k if 2 * k < tekken.n_words else 4 * tekken.n_words for k in set_words)
+    assert min(set_words) < 8, "some masks allow a handful of tokens"
+    # another grammar of the same language (an annotation apart) is served the same masks, its large
+    # ones from the pool the first grammar filled
+    other = gm.JsonSchema({**schema, "title": "the same language"}).compile(tekken)
+    assert other is not nat
+    st = other.initial_state()
+    for t, row in zip(tekken_tokenizer.encode(doc, bos=False, eos=False), rows):
+        assert np.array_equal(other.state_mask_words(st), row)
+        st = other.advance_state(st, t)
+
+
 # ---- long outputs, budgets, threads, errors ---------------------------------------------------------------
 
 TINY = gm.Vocabulary.from_tokens([b"a", b"b", b"aa", b""], eos_token_id=3)

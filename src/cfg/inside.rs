@@ -17,6 +17,7 @@ use super::lexer::{LexCache, Lexer, NONE};
 use super::slice::Slice;
 use super::walk::Walk;
 use crate::lru::Lru;
+use crate::packed::{Packed, Pool};
 use crate::trie::TokenTrie;
 use crate::vocab::lock;
 
@@ -25,7 +26,7 @@ use crate::vocab::lock;
 /// closes (with the [`super::lexer::LexStep`] there, whose closes the parser must judge).
 #[derive(Debug)]
 pub struct Inside {
-    pub words: Vec<u32>,
+    pub words: Arc<Packed>,
     pub closes: Vec<(u32, u32)>,
     /// trie nodes the walk that made it stepped through (whether it is worth shelving)
     pub walked: usize,
@@ -59,7 +60,7 @@ impl Inside {
         let mut closes = Vec::new();
         let walked = walk_lexer(lc, lx, trie, reps, lex, 0, &mut words, &mut closes);
         Inside {
-            words,
+            words: Arc::new(Packed::from_vec(words)),
             closes,
             walked,
         }
@@ -79,7 +80,7 @@ impl Inside {
         reference: &Inside,
         from: usize,
     ) -> Inside {
-        let mut words = reference.words.clone();
+        let mut words = reference.words.to_vec();
         for &t in trie.tokens_from_len(from) {
             words[t as usize >> 5] &= !(1 << (t & 31));
         }
@@ -91,7 +92,7 @@ impl Inside {
             .copied()
             .filter(|c| (trie.depth[c.0 as usize] as usize) < from);
         Inside {
-            words,
+            words: Arc::new(Packed::from_vec(words)),
             closes: merge(kept, added),
             walked,
         }
@@ -115,7 +116,7 @@ impl Inside {
         max_nodes: usize,
     ) -> Option<Inside> {
         let mut visited = 0;
-        let mut words = reference.words.clone();
+        let mut words = reference.words.to_vec();
         let mut added = Vec::new();
         let mut dropped = Vec::new();
         // the lexer states of `lex` and `ref_lex` at each depth of the path (NONE: dead)
@@ -175,7 +176,7 @@ impl Inside {
             .filter(|c| dropped.binary_search(&c.0).is_err());
         let closes = merge(kept, added);
         Some(Inside {
-            words,
+            words: Arc::new(Packed::from_vec(words)),
             closes,
             walked: visited,
         })
@@ -192,19 +193,17 @@ impl Inside {
         lex: u32,
         parts: &[Arc<Inside>],
     ) -> Option<Inside> {
-        let mut words = parts.first()?.words.clone();
+        let mut words = parts.first()?.words.to_vec();
         let mut nodes: Vec<u32> = Vec::new();
         for part in parts {
-            for (w, &x) in words.iter_mut().zip(part.words.iter()) {
-                *w |= x;
-            }
+            part.words.or_into(&mut words);
             nodes.extend(part.closes.iter().map(|c| c.0));
         }
         nodes.sort_unstable();
         nodes.dedup();
         let closes = steps_at(lc, lx, trie, reps, lex, &nodes)?;
         Some(Inside {
-            words,
+            words: Arc::new(Packed::from_vec(words)),
             closes,
             walked: 0,
         })
@@ -212,7 +211,7 @@ impl Inside {
 
     /// Bytes held (for cache bounds).
     pub fn bytes(&self) -> usize {
-        4 * self.words.len() + 8 * self.closes.len()
+        self.words.bytes() + 8 * self.closes.len()
     }
 }
 
@@ -403,6 +402,7 @@ pub struct Insides {
     recent: VecDeque<(u32, (Vec<u32>, u32))>,
     shelf: Option<Arc<Shelf>>,
     slice: Option<Arc<Slice>>,
+    pool: Arc<Pool>,
 }
 
 /// Computed lexer states kept as candidates, and the pairs of DFA states one comparison of
@@ -427,7 +427,7 @@ pub struct Shelf {
 
 #[derive(Debug)]
 struct Shelved {
-    words: Vec<u32>,
+    words: Arc<Packed>,
     nodes: Option<Vec<u32>>,
 }
 
@@ -454,14 +454,15 @@ impl Shelf {
 
 impl Insides {
     /// At most `limit` lexer states kept; `shared`: the vocabulary's shelf and slice, when the
-    /// byte trie is walked.
-    pub fn new(limit: usize, shared: Option<(Arc<Shelf>, Arc<Slice>)>) -> Self {
+    /// byte trie is walked; `pool`: the vocabulary's sets of tokens, which the kept ones join.
+    pub fn new(limit: usize, shared: Option<(Arc<Shelf>, Arc<Slice>)>, pool: Arc<Pool>) -> Self {
         let (shelf, slice) = shared.unzip();
         Insides {
             by_lex: Lru::new(limit),
             recent: VecDeque::new(),
             shelf,
             slice,
+            pool,
         }
     }
 
@@ -546,7 +547,7 @@ impl Insides {
         if let (Some(shelf), Some(key), true) = (&self.shelf, key, made.walked >= SHELVE_NODES) {
             let shelved = match kept {
                 Kept::Dense => Shelved {
-                    words: Vec::new(),
+                    words: Arc::new(Packed::Dense(Box::new([]))),
                     nodes: None,
                 },
                 Kept::Inside(_) => Shelved {
@@ -627,7 +628,10 @@ impl Insides {
 
     /// Keep `made`, just computed for `lex` (of `shape`): cached (as [`Kept::Dense`] past
     /// [`DENSE_CLOSES`]), and a candidate for the next ones.
-    pub fn keep(&mut self, lex: u32, shape: (Vec<u32>, u32), made: Arc<Inside>) -> Kept {
+    pub fn keep(&mut self, lex: u32, shape: (Vec<u32>, u32), mut made: Arc<Inside>) -> Kept {
+        if let Some(m) = Arc::get_mut(&mut made) {
+            m.words = self.pool.share_arc(Arc::clone(&m.words));
+        }
         let kept = if made.closes.len() > DENSE_CLOSES {
             Kept::Dense
         } else {
@@ -769,7 +773,7 @@ mod tests {
             .closes
             .iter()
             .map(|&(node, st)| (node, lc.steps[st as usize].closes.clone()));
-        (ins.words.clone(), closes.collect())
+        (ins.words.to_vec(), closes.collect())
     }
 
     #[test]
@@ -1011,7 +1015,7 @@ mod tests {
                     let nodes = f.closes.iter().map(|c| c.0).collect();
                     (
                         lc.signature(&lx, l, trie.max_depth, SIGNATURE_LEN),
-                        (f.words, nodes),
+                        (f.words.to_vec(), nodes),
                     )
                 })
                 .collect();

@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::classes::ByteClasses;
 use crate::lru::Lru;
+use crate::packed::{Packed, Pool};
 use crate::trie::TokenTrie;
 use crate::vocab::{lock, Vocab};
 use earley::{Ctx, ESet, Grammar, Sigs};
@@ -228,7 +229,7 @@ impl CfgEngine {
             sigs: Sigs::new(limits.earley_signatures.max(1)),
             recent: VecDeque::new(),
             masks: Lru::new(limits.cfg_masks),
-            inside: Insides::new(limits.cfg_insides, shared),
+            inside: Insides::new(limits.cfg_insides, shared, vocab.store(Pool::new)),
         };
         let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
         let e0 = {
@@ -356,16 +357,31 @@ impl CfgEngine {
             return Ok(Arc::clone(hit));
         }
         let mut words = vec![0u32; self.vocab.n_words()];
-        if !state.is_empty() {
-            self.with_walk(state, true, |w, root, insides| {
-                w.mask(&self.trie, &self.reps, &root, insides, &mut words)
-            })?;
-        }
+        self.mask_into(state, &mut words)?;
         let words: Arc<[u32]> = words.into();
         lock(&self.caches)
             .masks
             .put(state.key.clone(), Arc::clone(&words));
         Ok(words)
+    }
+
+    /// Mark the legal normal tokens of `state` in `words` (zeroed, [`Vocab::n_words`] long), without
+    /// the mask cache: for a caller that keeps its own and reuses one buffer (no fresh 16 KB rows).
+    pub fn mask_into(&self, state: &State, words: &mut [u32]) -> Result<(), CfgError> {
+        self.check(state)?;
+        if words.len() != self.vocab.n_words() {
+            return Err(CfgError::Grammar(format!(
+                "native CFG: a mask buffer of {} words for {}",
+                words.len(),
+                self.vocab.n_words()
+            )));
+        }
+        if !state.is_empty() {
+            self.with_walk(state, true, |w, root, insides| {
+                w.mask(&self.trie, &self.reps, &root, insides, words)
+            })?;
+        }
+        Ok(())
     }
 
     /// Set the costs shortest completions use: per terminal its shortest lexeme's length, per
@@ -454,6 +470,16 @@ impl CfgEngine {
             }
         };
         Ok(complete::finish(&set, &self.grammar, tails))
+    }
+
+    /// `mask` packed, or an equal set already held by a grammar of the vocabulary.
+    pub fn share(&self, mask: &[u32]) -> Arc<Packed> {
+        self.vocab.store(Pool::new).share(Packed::new(mask))
+    }
+
+    /// Words of a mask (32 tokens each).
+    pub fn n_words(&self) -> usize {
+        self.vocab.n_words()
     }
 
     /// Masks held in the cache.

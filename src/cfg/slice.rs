@@ -9,6 +9,7 @@ use super::lexer::{LexCache, Lexer, NONE};
 use std::sync::Arc;
 
 use crate::classes::ByteClasses;
+use crate::packed::Packed;
 use crate::trie::TokenTrie;
 use crate::vocab::Vocab;
 
@@ -112,9 +113,9 @@ impl Slice {
     /// tokens, and a walk of the rest.
     pub fn inside(&self, lc: &mut LexCache, lx: &Lexer, reps: &[u8], lex: u32) -> Inside {
         let mut made = Inside::of(lc, lx, &self.rest, reps, lex, self.words.len());
-        for (w, &x) in made.words.iter_mut().zip(&self.words) {
-            *w |= x;
-        }
+        let mut words = self.words.clone();
+        made.words.or_into(&mut words);
+        made.words = Arc::new(Packed::from_vec(words));
         for c in &mut made.closes {
             c.0 = self.node_of[c.0 as usize];
         }

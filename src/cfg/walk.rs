@@ -203,9 +203,7 @@ impl<'a> Walk<'a> {
             })
             .collect();
         for ins in found.iter().flatten() {
-            for (w, &x) in words.iter_mut().zip(ins.words.iter()) {
-                *w |= x;
-            }
+            ins.words.or_into(words);
         }
         let kept = |c: &WConf| &found[lexes.binary_search(&c.lex).unwrap_or(0)];
         let mut sub = Subtrees::new(trie.max_depth);
