@@ -42,6 +42,11 @@ pub enum Kept {
     Dense,
 }
 
+/// Live classes of bytes at most of a lexer state walked by [`Inside::narrow`], and the nodes the
+/// descent may step through before the trie is scanned instead.
+const NARROW_CLASSES: usize = 4;
+const NARROW_NODES: usize = 4096;
+
 /// Closes past which a lexer state is [`Kept::Dense`].
 pub const DENSE_CLOSES: usize = 2048;
 
@@ -64,6 +69,70 @@ impl Inside {
             closes,
             walked,
         }
+    }
+
+    /// [`Inside::of`] for a lexer state whose lexemes go on by at most [`NARROW_CLASSES`] classes
+    /// of bytes from the start: a descent into the children of the nodes it stays alive at, each
+    /// stepped through the lexer's own table ([`LexCache::step`]), instead of a scan of the trie
+    /// with a table of its own (which pays only over many nodes). None when `lex` is wider, or the
+    /// descent steps through more than `max_nodes` nodes.
+    pub fn narrow(
+        lc: &mut LexCache,
+        lx: &Lexer,
+        trie: &TokenTrie,
+        reps: &[u8],
+        lex: u32,
+        n_words: usize,
+        max_nodes: usize,
+    ) -> Option<Inside> {
+        let pend = &lc.states.values[lex as usize].0;
+        let live = (0..lx.n_classes())
+            .filter(|&c| pend.iter().any(|&q| lx.next_class(q, c as u8) != 0))
+            .take(NARROW_CLASSES + 1)
+            .count();
+        if live > NARROW_CLASSES {
+            return None;
+        }
+        let mut words = vec![0u32; n_words];
+        let mut closes = Vec::new();
+        let mut walked = 0;
+        // preorder: a node's children are pushed last first, so the first is stepped into next
+        let mut todo: Vec<(usize, u32)> = vec![(0, lex)];
+        let mut kids: Vec<(usize, u32)> = Vec::new();
+        while let Some((node, at)) = todo.pop() {
+            let mut i = node + 1;
+            let end = if node == 0 {
+                trie.n_nodes()
+            } else {
+                trie.end[node] as usize
+            };
+            while i < end {
+                walked += 1;
+                if walked > max_nodes {
+                    return None;
+                }
+                let st = lc.step(lx, at, reps[usize::from(trie.label[i])]);
+                if st != 0 {
+                    let step = &lc.steps[st];
+                    if !step.closes.is_empty() {
+                        closes.push((i as u32, st as u32));
+                    }
+                    if step.next != NONE {
+                        trie.mark(i, &mut words);
+                        kids.push((i, step.next));
+                    }
+                }
+                i = trie.end[i] as usize;
+            }
+            todo.extend(kids.drain(..).rev());
+        }
+        // (a close is found when its parent is expanded, and parents in preorder: ascending)
+        closes.sort_unstable_by_key(|c| c.0);
+        Some(Inside {
+            words: Arc::new(Packed::from_vec(words)),
+            closes,
+            walked,
+        })
     }
 
     /// [`Inside::of`] for `lex`, read off `reference`, what a lexer state that takes every token
@@ -511,6 +580,11 @@ impl Insides {
                 return self.keep(lex, shape, Arc::new(made));
             }
         }
+        // lexemes that go on by few bytes (a known key being spelled): a descent along them is
+        // cheaper than a signature, a comparison with a candidate or a scan of the trie
+        if let Some(made) = Inside::narrow(w.lc, lx, trie, reps, lex, n_words, NARROW_NODES) {
+            return self.keep(lex, shape, Arc::new(made));
+        }
         let key = match &self.shelf {
             Some(_) => w.lc.signature(lx, lex, trie.max_depth, SIGNATURE_LEN),
             None => None,
@@ -808,6 +882,17 @@ mod tests {
                 .collect();
             for (i, &a) in lexes.iter().enumerate() {
                 let want = meaning(&lc, &fresh[i]);
+                // (every lexer state here is narrow: three bytes in all)
+                let got = Inside::narrow(&mut lc, &lx, &trie, &reps, a, words, usize::MAX).unwrap();
+                assert_eq!(meaning(&lc, &got), want, "descent from lexer state {a}");
+                assert_eq!(
+                    got.walked, fresh[i].walked,
+                    "the nodes a scan steps through"
+                );
+                if got.walked > 1 {
+                    let cut = Inside::narrow(&mut lc, &lx, &trie, &reps, a, words, got.walked - 1);
+                    assert!(cut.is_none(), "the node budget holds");
+                }
                 for (j, &b) in lexes.iter().enumerate() {
                     let got = Inside::diff(&mut lc, &lx, &trie, &reps, a, b, &fresh[j], usize::MAX)
                         .unwrap();

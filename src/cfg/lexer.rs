@@ -203,6 +203,12 @@ impl Lexer {
         &self.table[s as usize * w..(s as usize + 1) * w]
     }
 
+    /// The state after class `c` from `s` (0: dead).
+    #[inline]
+    pub fn next_class(&self, s: u32, c: u8) -> u32 {
+        self.next(s, c)
+    }
+
     /// The state after byte `b` from `s`.
     #[inline]
     pub fn next_byte(&self, s: u32, b: u8) -> u32 {
