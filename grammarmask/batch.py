@@ -40,14 +40,12 @@ def _fill_rows(matchers: Sequence[Matcher | None], words: npt.NDArray[Any], lo: 
         if m is None or m.is_finished():
             uwords[row] = 0
             continue
-        state = m.state
-        compiled = m.compiled
-        w = compiled.state_mask_words(state)
+        w, live, accepting = m.compiled.state_row(m.state)
         uwords[row] = w
-        if compiled.is_accepting_state(state):
+        if accepting:
             eos = m.vocab.eos_token_id
             uwords[row, eos >> 5] |= np.uint32(1 << (eos & 31))
-        elif not np.count_nonzero(w):  # (faster than w.any() on a 16 KB row)
+        elif not live:
             raise NoLegalContinuation(
                 f"no token can follow the output of matcher {row} ({m.num_tokens} tokens): "
                 "the grammar (or an intersection of grammars) has no legal continuation"

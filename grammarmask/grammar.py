@@ -11,6 +11,10 @@ about an immutable state value:
 - ``advance_state(state, token_id)``: the next state, or ``None`` if the token is illegal;
 - ``is_accepting_state(state)``: whether the output so far is in the language (so EOS is legal).
 
+An engine may also answer ``state_row(state)``, the mask, whether it allows any token and whether the
+state accepts, in one call (the default asks the four methods and scans the row); masks of a batch
+are filled through it.
+
 Because states are immutable values, the generic :class:`Matcher` keeps a stack of them: ``fork`` and
 ``rollback`` are cheap and a rejected token leaves nothing to undo.
 """
@@ -199,6 +203,13 @@ class CompiledGrammar(ABC):
     def is_accepting_state(self, state: State) -> bool:
         """Whether the output so far is a complete sentence of the language."""
 
+    def state_row(self, state: State) -> tuple[Words, bool, bool]:
+        """``(state_mask_words(state), whether it allows any token, is_accepting_state(state))``: what
+        a row of a batch needs, in one call (an engine that knows the emptiness of its masks answers
+        without a scan of the row, as the native CFG engine does)."""
+        words = self.state_mask_words(state)
+        return words, bool(np.count_nonzero(words)), self.is_accepting_state(state)
+
     def forced_bytes(self, state: State) -> bytes:
         """The bytes every continuation from ``state`` must start with (b"" when there is a choice).
 
@@ -343,12 +354,12 @@ class Matcher:
         s = self._states[-1]
         if s is _FINISHED:
             return np.zeros(self.vocab.n_words, np.uint32)
-        words = self.compiled.state_mask_words(s)
-        if self.compiled.is_accepting_state(s):
+        words, live, accepting = self.compiled.state_row(s)
+        if accepting:
             words = words.copy()
             eos = self.vocab.eos_token_id
             words[eos >> 5] |= np.uint32(1 << (eos & 31))
-        elif not np.count_nonzero(words):  # (faster than words.any() on a 16 KB row)
+        elif not live:
             self._dead_end()
         return words
 
@@ -400,13 +411,12 @@ class Matcher:
             return
         # the cached row copied as it is (an int32 destination takes the same bits), then the EOS
         # bit set in place: no copy of the row
-        compiled = self.compiled
-        mask = compiled.state_mask_words(s)
-        if compiled.is_accepting_state(s):
+        mask, live, accepting = self.compiled.state_row(s)
+        if accepting:
             words[r] = mask
             eos = self.vocab.eos_token_id
             words.view(np.uint32)[r, eos >> 5] |= np.uint32(1 << (eos & 31))
-        elif np.count_nonzero(mask):
+        elif live:
             words[r] = mask
         else:
             self._dead_end()

@@ -252,16 +252,7 @@ impl PyRegularIndex {
         }
         let idx = Arc::clone(&self.inner);
         let words = guarded(py, move || idx.mask_uncached(state))?;
-        let bytes = PyBytes::new_with(py, words.len() * 4, |buf| {
-            for (out, w) in buf.chunks_exact_mut(4).zip(words.iter()) {
-                out.copy_from_slice(&w.to_ne_bytes());
-            }
-            Ok(())
-        })?;
-        let made: Py<PyAny> = match &self.wrap {
-            Some(wrap) => wrap.call1(py, (bytes,))?,
-            None => bytes.into_any().unbind(),
-        };
+        let made = words_object(py, self.wrap.as_ref(), &Packed::Dense(words.into()))?;
         lock(&self.masks).put(s, made.clone_ref(py));
         Ok(made)
     }
@@ -405,6 +396,32 @@ impl PyCfgState {
     }
 }
 
+/// `wrap(bytes)` (the bytes themselves without `wrap`): mask `words` as a bytes object of packed
+/// uint32 words in native order, the form `mask` answers.
+fn words_object(py: Python<'_>, wrap: Option<&Py<PyAny>>, words: &Packed) -> PyResult<Py<PyAny>> {
+    let bytes = PyBytes::new_with(py, words.n_words() * 4, |buf| {
+        // (zeroed by PyO3)
+        match words {
+            Packed::Sparse { words, .. } => {
+                for &(i, w) in words.iter() {
+                    let at = 4 * i as usize;
+                    buf[at..at + 4].copy_from_slice(&w.to_ne_bytes());
+                }
+            }
+            Packed::Dense(words) => {
+                for (out, w) in buf.chunks_exact_mut(4).zip(words.iter()) {
+                    out.copy_from_slice(&w.to_ne_bytes());
+                }
+            }
+        }
+        Ok(())
+    })?;
+    match wrap {
+        Some(wrap) => wrap.call1(py, (bytes,)),
+        None => Ok(bytes.into_any().unbind()),
+    }
+}
+
 /// Masks a CFG grammar keeps whole, as the objects `mask` answers (16 KB each on tekken).
 const RECENT_ROWS: usize = 8;
 
@@ -435,7 +452,7 @@ pub struct PyCfgGrammar {
     packed: Mutex<Lru<crate::cfg::Key, Arc<Packed>>>,
     /// The answers of `mask` for the last states asked: `wrap(bytes)`, handed out shared (the rows
     /// of a batch whose sequences are in one state).
-    masks: Mutex<Lru<crate::cfg::Key, Py<PyAny>>>,
+    masks: Mutex<Lru<crate::cfg::Key, (Py<PyAny>, bool)>>,
     wrap: Option<Py<PyAny>>,
 }
 
@@ -452,6 +469,45 @@ impl PyCfgGrammar {
                 ),
             )),
         }
+    }
+
+    /// The answer of `mask` for `s` and whether it allows any token: one of the last rows handed
+    /// out, else rebuilt from the packed cache, else computed without the GIL.
+    fn row_of(&self, py: Python<'_>, s: Arc<CfgState>) -> PyResult<(Py<PyAny>, bool)> {
+        if !self.inner.owns(&s) {
+            return Err(grammarmask_error(
+                py,
+                "GrammarError",
+                "native CFG: the state belongs to another compiled grammar".into(),
+            ));
+        }
+        if let Some((hit, live)) = lock(&self.masks).get(s.key()) {
+            return Ok((hit.clone_ref(py), *live));
+        }
+        let key = s.key().clone();
+        let kept = lock(&self.packed).get(&key).map(Arc::clone);
+        let words = match kept {
+            Some(words) => words,
+            None => {
+                let eng = Arc::clone(&self.inner);
+                let n_words = self.inner.n_words();
+                // computed in this thread's scratch row (memory already mapped), then packed
+                let words = guarded_cfg(py, move || {
+                    SCRATCH.with_borrow_mut(|row| {
+                        row.clear();
+                        row.resize(n_words, 0);
+                        eng.mask_into(&s, row)?;
+                        Ok(eng.share(row))
+                    })
+                })?;
+                lock(&self.packed).put(key.clone(), Arc::clone(&words));
+                words
+            }
+        };
+        let made = words_object(py, self.wrap.as_ref(), &words)?;
+        let live = !words.is_empty();
+        lock(&self.masks).put(key, (made.clone_ref(py), live));
+        Ok((made, live))
     }
 
     fn wrap_state(py: Python<'_>, s: Arc<CfgState>) -> PyResult<Py<PyCfgState>> {
@@ -592,59 +648,16 @@ impl PyCfgGrammar {
     /// bytes. Computed without the GIL on first visit (then cached by the state's key).
     fn mask(&self, py: Python<'_>, state: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         let s = self.state(py, state)?;
-        if !self.inner.owns(&s) {
-            return Err(grammarmask_error(
-                py,
-                "GrammarError",
-                "native CFG: the state belongs to another compiled grammar".into(),
-            ));
-        }
-        if let Some(hit) = lock(&self.masks).get(s.key()) {
-            return Ok(hit.clone_ref(py));
-        }
-        let key = s.key().clone();
-        let kept = lock(&self.packed).get(&key).map(Arc::clone);
-        let words = match kept {
-            Some(words) => words,
-            None => {
-                let eng = Arc::clone(&self.inner);
-                let n_words = self.inner.n_words();
-                // computed in this thread's scratch row (memory already mapped), then packed
-                let words = guarded_cfg(py, move || {
-                    SCRATCH.with_borrow_mut(|row| {
-                        row.clear();
-                        row.resize(n_words, 0);
-                        eng.mask_into(&s, row)?;
-                        Ok(eng.share(row))
-                    })
-                })?;
-                lock(&self.packed).put(key.clone(), Arc::clone(&words));
-                words
-            }
-        };
-        let bytes = PyBytes::new_with(py, words.n_words() * 4, |buf| {
-            // (zeroed by PyO3)
-            match &*words {
-                Packed::Sparse { words, .. } => {
-                    for &(i, w) in words.iter() {
-                        let at = 4 * i as usize;
-                        buf[at..at + 4].copy_from_slice(&w.to_ne_bytes());
-                    }
-                }
-                Packed::Dense(words) => {
-                    for (out, w) in buf.chunks_exact_mut(4).zip(words.iter()) {
-                        out.copy_from_slice(&w.to_ne_bytes());
-                    }
-                }
-            }
-            Ok(())
-        })?;
-        let made: Py<PyAny> = match &self.wrap {
-            Some(wrap) => wrap.call1(py, (bytes,))?,
-            None => bytes.into_any().unbind(),
-        };
-        lock(&self.masks).put(key, made.clone_ref(py));
-        Ok(made)
+        Ok(self.row_of(py, s)?.0)
+    }
+
+    /// `(mask(state), whether it allows any token, is_accepting(state))` in one call: what a row of
+    /// a batch needs (the emptiness is known without a scan of the row).
+    fn row(&self, py: Python<'_>, state: &Bound<'_, PyAny>) -> PyResult<(Py<PyAny>, bool, bool)> {
+        let s = self.state(py, state)?;
+        let accepting = s.accepting();
+        let (words, live) = self.row_of(py, s)?;
+        Ok((words, live, accepting))
     }
 
     /// Masks held in the cache (packed).

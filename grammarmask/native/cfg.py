@@ -129,6 +129,10 @@ class NativeCompiledCfg(CompiledGrammar):
             class_trie_max=class_trie_max,
         )
         self._initial = self.engine.initial()
+        # the hot calls go straight to the engine (no Python frame of ours around them)
+        self.state_mask_words = self.engine.mask  # type: ignore[method-assign]
+        self.state_row = self.engine.row  # type: ignore[method-assign]
+        self.is_accepting_state = self.engine.is_accepting  # type: ignore[method-assign]
 
     def initial_state(self) -> Any:
         return self._initial
