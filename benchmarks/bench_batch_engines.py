@@ -6,7 +6,8 @@ figures), on tekken 131k.
         [--peer-python llguidance=/venv/bin/python,xgrammar=/other/bin/python] [--out FILE.json]
 
 The parent picks ``--batch`` JSONSchemaBench schemas that every engine compiles, spread over the
-sample, with one valid instance each (tokenized by tekken), and runs each engine in its own
+sample, with one valid instance each (tokenized by tekken; one that grammarmask's default options
+take, which refuse keys out of declared order), and runs each engine in its own
 subprocess (its own venv with ``--peer-python``). Each worker compiles the schemas, drives sequence
 ``i`` along its instance to token ``(7 * i) % len``, so rows hold different states of different
 grammars, then times one batch fill of all rows with the engine's own batch call:
@@ -193,6 +194,9 @@ def _candidates(n: int) -> list[dict[str, Any]]:
     from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
 
     tok = MistralTokenizer.v3(is_tekken=True).instruct_tokenizer.tokenizer
+    import grammarmask as gm
+
+    vocab = gm.Vocabulary.from_mistral("tekken")
     items = [it for it in B.load() if any(c["valid"] for c in it[2]["tests"])]
     items = [it for it in items if B.compiles(it[2]["schema"], "declared")]
     step = max(1, len(items) // n)
@@ -200,9 +204,20 @@ def _candidates(n: int) -> list[dict[str, Any]]:
     for sub, name, data in items[::step][:n]:
         all_ids = [tok.encode(json.dumps(c["data"], ensure_ascii=False), bos=False, eos=False)
                    for c in data["tests"] if c["valid"]]
-        ids = all_ids[0]
-        out.append({"name": f"{sub}/{name}", "schema": data["schema"], "ids": ids, "all_ids": all_ids})
+        # the instances grammarmask's default options take: a valid instance whose keys are out
+        # of declared order is refused by its documented key-order narrowing, and a worker stops
+        # at a refusal
+        compiled = gm.JsonSchema(data["schema"]).compile(vocab)
+        all_ids = [ids for ids in all_ids if _takes(compiled, ids)]
+        if all_ids:
+            out.append({"name": f"{sub}/{name}", "schema": data["schema"], "ids": all_ids[0],
+                        "all_ids": all_ids})
     return out
+
+
+def _takes(compiled: Any, ids: list[int]) -> bool:
+    m = compiled.matcher()
+    return all(m.try_advance(t) for t in ids) and m.is_accepting()
 
 
 def _run(python: str, mode: str, name: str, spec_path: str, *args: int) -> dict[str, Any]:
