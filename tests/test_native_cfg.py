@@ -373,6 +373,22 @@ def test_grammars_of_a_vocabulary_share_what_lexer_states_allow(tekken: gm.Vocab
     assert shelf[0] >= 1
 
 
+def test_keys_beside_declared_names_agree_on_tekken(tekken: gm.Vocabulary, tekken_tokenizer: Any) -> None:
+    # a key of an object with declared names and others allowed: while it may still spell a declared
+    # name its lexer state is read off the string body's (src/cfg/inside.rs, Insides::read_off_body),
+    # reached on a byte no declared name takes there; names holding those bytes make it try the next
+    schema = {"type": "object", "properties": {k: {"type": "integer"} for k in
+                                               ["name", "na~me", "~tilde", "^caret", "`tick|", "names"]}}
+    doc = {"nam": 1, "name_extra": 2, "na~mX": 3, "~tildeX": 4, "^care": 5, "`tick": 6, "other": 7,
+           "name": 8}
+    nat, py = pair(gm.JsonSchema(schema, property_order="any"), tekken)
+    for text in (json.dumps(doc), json.dumps(doc, indent=2)):
+        token_by_token(nat, py, tekken_tokenizer.encode(text, bos=False, eos=False))
+    rng = random.Random(5)
+    for _ in range(4):
+        walk_both(nat, py, long_first(rng, tekken), 28)
+
+
 def test_masks_kept_packed_are_the_masks_computed(tekken: gm.Vocabulary, tekken_tokenizer: Any) -> None:
     # a grammar keeps whole rows for its last few states only (src/python.rs RECENT_ROWS) and every
     # mask packed (src/packed.rs), large ones shared with the vocabulary's other grammars: a state

@@ -47,6 +47,10 @@ pub enum Kept {
 const NARROW_CLASSES: usize = 4;
 const NARROW_NODES: usize = 4096;
 
+/// Bytes tried, in this order, to leave the declared names a string's state may still be spelling
+/// ([`Insides::read_off_body`]): rare in keys (any byte is exact; a rare one finds the body first).
+const RARE_BODY_BYTES: &[u8] = b"~^`|";
+
 /// Closes past which a lexer state is [`Kept::Dense`].
 pub const DENSE_CLOSES: usize = 2048;
 
@@ -585,6 +589,11 @@ impl Insides {
         if let Some(made) = Inside::narrow(w.lc, lx, trie, reps, lex, n_words, NARROW_NODES) {
             return self.keep(lex, shape, Arc::new(made));
         }
+        // a string's state that parts from the string's body only along some spellings (a key
+        // that must not be one of the declared names): read off the body's, which the slice gives
+        if let Some(made) = self.read_off_body(w, trie, reps, lex, n_words) {
+            return self.keep(lex, shape, Arc::new(made));
+        }
         let key = match &self.shelf {
             Some(_) => w.lc.signature(lx, lex, trie.max_depth, SIGNATURE_LEN),
             None => None,
@@ -632,6 +641,36 @@ impl Insides {
             lock(&shelf.kept).put(key, Arc::new(shelved));
         }
         kept
+    }
+
+    /// [`Inside::diff`] of `lex` (one lexeme in progress, no shadows) from the string body it
+    /// reaches on a byte that spells no declared name ([`RARE_BODY_BYTES`]), when that body takes
+    /// the [`Slice`]: a key of an object with declared keys and others allowed walks only where
+    /// its spelling still follows a declared one (a few hundred nodes), not the whole trie.
+    fn read_off_body(
+        &mut self,
+        w: &mut Walk<'_>,
+        trie: &TokenTrie,
+        reps: &[u8],
+        lex: u32,
+        n_words: usize,
+    ) -> Option<Inside> {
+        self.slice.as_ref()?;
+        let lx = w.cx.lx;
+        let (pend, sh) = &w.lc.states.values[lex as usize];
+        if pend.len() != 1 || *sh != 0 {
+            return None;
+        }
+        let body = RARE_BODY_BYTES.iter().find_map(|&b| {
+            let st = w.lc.step(lx, lex, b);
+            let next = w.lc.steps[st].next;
+            let taken = st != 0 && next != NONE && next != lex && w.lc.steps[st].closes.is_empty();
+            (taken && Slice::takes(w.lc, lx, next)).then_some(next)
+        })?;
+        let Kept::Inside(reference) = self.get(w, trie, reps, body, n_words) else {
+            return None;
+        };
+        Inside::diff(w.lc, lx, trie, reps, lex, body, &reference, DIFF_NODES)
     }
 
     /// What lexer state `lex` (several lexemes in progress) allows by itself, from what each of
