@@ -2,8 +2,9 @@
 //! feature, which maturin turns on); the pure-Python engine is its executable specification.
 //!
 //! One job per module: [`vocab`] the token bytes of a vocabulary, [`trie`] the token trie,
-//! [`classes`] an automaton's byte classes, [`packed`] a token set in the memory it needs, [`regular`] the regular index, [`cfg`] the CFG engine, [`lru`] the bounded
-//! cache, [`error`] the error type, and `python` the bindings.
+//! [`classes`] an automaton's byte classes, [`packed`] a token set in the memory it needs,
+//! [`regular`] the regular index, [`cfg`] the CFG engine, [`lru`] the bounded cache, [`error`] the
+//! error type, and `python` the bindings.
 
 pub mod cfg;
 pub mod classes;

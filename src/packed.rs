@@ -32,31 +32,26 @@ impl Packed {
     /// `words` packed: sparse when that takes fewer bytes (8 per word that is not zero, against
     /// 4 per word).
     pub fn new(words: &[u32]) -> Self {
-        let set = words.iter().filter(|&&w| w != 0).count();
-        if 2 * set < words.len() {
-            let kept = words
-                .iter()
-                .enumerate()
-                .filter(|(_, &w)| w != 0)
-                .map(|(i, &w)| (i as u32, w))
-                .collect();
-            Packed::Sparse {
-                n_words: words.len(),
-                words: kept,
-            }
-        } else {
-            Packed::Dense(words.into())
-        }
+        Packed::sparse(words).unwrap_or_else(|| Packed::Dense(words.into()))
     }
 
     /// `words`, taken over: packed sparse when that takes fewer bytes, else kept as it is.
     pub fn from_vec(words: Vec<u32>) -> Self {
+        Packed::sparse(&words).unwrap_or_else(|| Packed::Dense(words.into_boxed_slice()))
+    }
+
+    /// `words` as (position, word) pairs, when fewer than half of them are not zero.
+    fn sparse(words: &[u32]) -> Option<Self> {
         let set = words.iter().filter(|&&w| w != 0).count();
-        if 2 * set < words.len() {
-            Packed::new(&words)
-        } else {
-            Packed::Dense(words.into_boxed_slice())
-        }
+        (2 * set < words.len()).then(|| Packed::Sparse {
+            n_words: words.len(),
+            words: words
+                .iter()
+                .enumerate()
+                .filter(|(_, &w)| w != 0)
+                .map(|(i, &w)| (i as u32, w))
+                .collect(),
+        })
     }
 
     /// Words of the row.

@@ -65,7 +65,19 @@ impl Inside {
         lex: u32,
         n_words: usize,
     ) -> Inside {
-        let mut words = vec![0u32; n_words];
+        Inside::onto(lc, lx, trie, reps, lex, vec![0u32; n_words])
+    }
+
+    /// [`Inside::of`] with the tokens of `words` taken besides (a string body's, which the walk of
+    /// the other tokens does not visit: [`Slice::inside`]).
+    pub fn onto(
+        lc: &mut LexCache,
+        lx: &Lexer,
+        trie: &TokenTrie,
+        reps: &[u8],
+        lex: u32,
+        mut words: Vec<u32>,
+    ) -> Inside {
         let mut closes = Vec::new();
         let walked = walk_lexer(lc, lx, trie, reps, lex, 0, &mut words, &mut closes);
         Inside {

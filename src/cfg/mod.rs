@@ -190,6 +190,8 @@ pub struct CfgEngine {
     serial: u64,
     /// the costs shortest completions weigh lexemes and rules by ([`CfgEngine::set_completion_costs`])
     tails: OnceLock<complete::Tails>,
+    /// the vocabulary's large token sets, shared by content ([`CfgEngine::share`])
+    pool: Arc<Pool>,
 }
 
 impl fmt::Debug for CfgEngine {
@@ -224,12 +226,13 @@ impl CfgEngine {
                 let slice = Slice::of(&vocab);
                 (ByteClasses::identity(), bytes, Some((shelf, slice)))
             };
+        let pool = vocab.store(Pool::new);
         let mut caches = Caches {
             lex: LexCache::new(&lexer),
             sigs: Sigs::new(limits.earley_signatures.max(1)),
             recent: VecDeque::new(),
             masks: Lru::new(limits.cfg_masks),
-            inside: Insides::new(limits.cfg_insides, shared, vocab.store(Pool::new)),
+            inside: Insides::new(limits.cfg_insides, shared, Arc::clone(&pool)),
         };
         let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
         let e0 = {
@@ -264,6 +267,7 @@ impl CfgEngine {
             initial,
             serial,
             tails: OnceLock::new(),
+            pool,
         })
     }
 
@@ -474,7 +478,7 @@ impl CfgEngine {
 
     /// `mask` packed, or an equal set already held by a grammar of the vocabulary.
     pub fn share(&self, mask: &[u32]) -> Arc<Packed> {
-        self.vocab.store(Pool::new).share(Packed::new(mask))
+        self.pool.share(Packed::new(mask))
     }
 
     /// Words of a mask (32 tokens each).

@@ -9,7 +9,6 @@ use super::lexer::{LexCache, Lexer, NONE};
 use std::sync::Arc;
 
 use crate::classes::ByteClasses;
-use crate::packed::Packed;
 use crate::trie::TokenTrie;
 use crate::vocab::Vocab;
 
@@ -112,10 +111,7 @@ impl Slice {
     /// [`Inside::of`] on the byte trie for a lexer state that [`Slice::takes`] the body: the body
     /// tokens, and a walk of the rest.
     pub fn inside(&self, lc: &mut LexCache, lx: &Lexer, reps: &[u8], lex: u32) -> Inside {
-        let mut made = Inside::of(lc, lx, &self.rest, reps, lex, self.words.len());
-        let mut words = self.words.clone();
-        made.words.or_into(&mut words);
-        made.words = Arc::new(Packed::from_vec(words));
+        let mut made = Inside::onto(lc, lx, &self.rest, reps, lex, self.words.clone());
         for c in &mut made.closes {
             c.0 = self.node_of[c.0 as usize];
         }
