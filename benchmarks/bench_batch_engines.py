@@ -68,7 +68,12 @@ def _batch_filler(engine: Any, name: str, threads: int) -> Any:
 
         import grammarmask as gm
 
+        import threading
+
         pool = ThreadPoolExecutor(threads) if threads > 1 else None
+        if pool is not None:  # the workers are started before the clock, as a server's pool would be
+            started = threading.Barrier(threads)
+            list(pool.map(lambda _: started.wait(), range(threads)))
         return lambda ms, words: gm.fill_masks(ms, words, executor=pool)
     if name == "llguidance":
         import llguidance as llg

@@ -2,11 +2,18 @@
 
 Serving engines keep one packed mask buffer per decoding step (the XGrammar/vLLM layout, see
 :class:`grammarmask.Mask`) and ask every live sequence for its row. A row whose state was seen before
-is a cached array copied in place, which costs less than handing work to a thread; so the default is
-a plain loop, and a caller's thread pool is used only when given (``executor=``), splitting the batch
-into one contiguous chunk per worker. That pays off when many rows are first visits to new grammar
-states (numpy walks the token trie and releases the GIL in its array work); measure with
-``benchmarks/bench_batch.py``.
+is a cached mask copied in place, which costs less than handing work to a thread; so the default is
+one thread, and a caller's thread pool is used only when given (``executor=``). That pays off when
+many rows are first visits to new grammar states; measure with ``benchmarks/bench_batch.py`` and
+``benchmarks/bench_batch_engines.py``.
+
+Rows of native CFG grammars (every ``Lark``, ``Gbnf`` and ``JsonSchema`` on the native engine) are
+filled in Rust by a ``grammarmask._engine.RowJob``: the calling thread and the pool's workers each
+let go of the GIL once, take rows one at a time from a shared counter, and write them into the array
+(the caller takes rows too, so a worker slow to wake only takes fewer; one that wakes after the last
+row was taken writes nothing and is not waited for). Other rows are filled by the calling thread
+meanwhile, through :meth:`~grammarmask.grammar.CompiledGrammar.state_row`. (One Python call per row
+on two threads handed the GIL back and forth twice a row, and a cold batch took as long as on one.)
 """
 
 from __future__ import annotations
@@ -31,25 +38,26 @@ def allocate_masks(batch: int, n_words: int, dtype: Any = np.int32) -> npt.NDArr
     return np.zeros((batch, n_words), dtype=dtype)
 
 
-def _fill_rows(matchers: Sequence[Matcher | None], words: npt.NDArray[Any], lo: int, hi: int) -> None:
-    """Rows ``lo..hi-1``: the matcher's mask words, plus the EOS bit set in place when accepting
-    (the same bits as ``Matcher.fill_mask``, without its per-row checks or an accepting-state copy)."""
-    uwords = words.view(np.uint32)
-    for row in range(lo, hi):
-        m = matchers[row]
-        if m is None or m.is_finished():
-            uwords[row] = 0
-            continue
-        w, live, accepting = m.compiled.state_row(m.state)
-        uwords[row] = w
-        if accepting:
-            eos = m.vocab.eos_token_id
-            uwords[row, eos >> 5] |= np.uint32(1 << (eos & 31))
-        elif not live:
-            raise NoLegalContinuation(
-                f"no token can follow the output of matcher {row} ({m.num_tokens} tokens): "
-                "the grammar (or an intersection of grammars) has no legal continuation"
-            )
+def _fill_row(m: Matcher | None, uwords: npt.NDArray[np.uint32], row: int) -> None:
+    """Row ``row``: the matcher's mask words, plus the EOS bit set in place when accepting (the same
+    bits as ``Matcher.fill_mask``, without its per-row checks or an accepting-state copy)."""
+    if m is None or m.is_finished():
+        uwords[row] = 0
+        return
+    w, live, accepting = m.compiled.state_row(m.state)
+    uwords[row] = w
+    if accepting:
+        eos = m.vocab.eos_token_id
+        uwords[row, eos >> 5] |= np.uint32(1 << (eos & 31))
+    elif not live:
+        raise _dead_end(m, row)
+
+
+def _dead_end(m: Matcher, row: int) -> NoLegalContinuation:
+    return NoLegalContinuation(
+        f"no token can follow the output of matcher {row} ({m.num_tokens} tokens): "
+        "the grammar (or an intersection of grammars) has no legal continuation"
+    )
 
 
 def fill_masks(
@@ -68,7 +76,8 @@ def fill_masks(
         A C-contiguous ``[len(matchers), n_words]`` int32 or uint32 array, written in place
         (same bits either way: bit ``t % 32`` of word ``t // 32`` is token ``t``).
     executor
-        Optional thread pool: the rows are split into one chunk per worker.
+        Optional thread pool: its workers and the calling thread fill the native CFG rows, one at a
+        time as they come free (rows are the same whichever thread fills them).
 
     Raises
     ------
@@ -91,16 +100,40 @@ def fill_masks(
                 f"matcher {i} needs {m.vocab.n_words} words per row, the array has {words.shape[1]}"
             )
     n = len(matchers)
-    workers = getattr(executor, "_max_workers", 2) if executor is not None else 1
-    if executor is None or n < 2 or workers < 2:
-        _fill_rows(matchers, words, 0, n)
-        return
-    chunk = -(-n // workers)
-    futures = [
-        executor.submit(_fill_rows, matchers, words, lo, min(n, lo + chunk)) for lo in range(0, n, chunk)
-    ]
-    for f in futures:
-        f.result()
+    uwords = words.view(np.uint32)
+    native = [row for row, m in enumerate(matchers)
+              if m is not None and m.compiled.batch_engine is not None and not m.is_finished()]
+    job = None
+    if native:
+        from .native import _engine
+
+        job = _engine.RowJob(
+            [matchers[r].compiled.batch_engine for r in native],  # type: ignore[union-attr]
+            [matchers[r].state for r in native],  # type: ignore[union-attr]
+            native,
+            [matchers[r].vocab.eos_token_id for r in native],  # type: ignore[union-attr]
+            uwords.ctypes.data,
+            n,
+            uwords.shape[1],
+        )
+        workers = getattr(executor, "_max_workers", 2) if executor is not None else 1
+        if workers > 1 and len(native) > 1 and (pending := job.pending) > 1:
+            for _ in range(min(workers - 1, pending - 1)):
+                executor.submit(job.run)  # type: ignore[union-attr]
+    failed: tuple[int, Exception] | None = None
+    try:
+        taken = set(native)
+        for row in range(n):
+            if row not in taken:
+                _fill_row(matchers[row], uwords, row)
+    except Exception as e:  # raised below unless a lower row is dead
+        failed = (row, e)
+    finally:  # the job's threads write into `words` until it finished, whatever happened here
+        dead = job.finish() if job is not None else []
+    if dead and (failed is None or dead[0] < failed[0]):
+        raise _dead_end(matchers[dead[0]], dead[0])  # type: ignore[arg-type]
+    if failed is not None:
+        raise failed[1]
 
 
 def apply_token_bitmask_inplace(logits: Any, bitmask: Any, indices: Sequence[int] | None = None) -> None:

@@ -180,6 +180,10 @@ class CompiledGrammar(ABC):
 
     vocab: Vocabulary
     _source: tuple[Grammar, Vocabulary, Limits, str] | None = None
+    #: A native engine that fills rows of a batch itself, without the GIL (``grammarmask._engine.
+    #: CfgGrammar``, whose states are this grammar's); None: :func:`~grammarmask.fill_masks` asks
+    #: :meth:`state_row`.
+    batch_engine: Any = None
 
     def __reduce__(self) -> tuple[Any, ...]:
         if self._source is None:

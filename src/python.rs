@@ -22,6 +22,8 @@ use crate::packed::Packed;
 use crate::regular::{Dfa, RegularIndex};
 use crate::vocab::{lock, Vocab};
 
+mod batch;
+
 /// An instance of the exception class `name` of `grammarmask.errors` with `message`.
 fn grammarmask_error(py: Python<'_>, name: &str, message: String) -> PyErr {
     let made = py
@@ -49,14 +51,7 @@ fn guarded<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T> + Send) -> PyR
     match py.detach(|| catch_unwind(AssertUnwindSafe(f))) {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(Error(message))) => Err(grammarmask_error(py, "GrammarError", message)),
-        Err(payload) => Err(grammarmask_error(
-            py,
-            "GrammarMaskError",
-            format!(
-                "internal error in the native engine ({}); please report it",
-                panic_message(payload.as_ref())
-            ),
-        )),
+        Err(payload) => Err(internal_error(py, &panic_message(payload.as_ref()))),
     }
 }
 
@@ -319,14 +314,18 @@ fn guarded_cfg<T: Send>(
     py: Python<'_>,
     f: impl FnOnce() -> std::result::Result<T, CfgError> + Send,
 ) -> PyResult<T> {
-    match guarded(py, move || Ok(f()))? {
-        Ok(v) => Ok(v),
-        Err(CfgError::Grammar(message)) => Err(grammarmask_error(py, "GrammarError", message)),
-        Err(CfgError::Budget {
+    guarded(py, move || Ok(f()))?.map_err(|e| cfg_error(py, e))
+}
+
+/// The grammarmask error of a CFG engine error: a `GrammarError`, or a `BudgetExceeded`.
+fn cfg_error(py: Python<'_>, e: CfgError) -> PyErr {
+    match e {
+        CfgError::Grammar(message) => grammarmask_error(py, "GrammarError", message),
+        CfgError::Budget {
             budget,
             value,
             what,
-        }) => {
+        } => {
             let made = py
                 .import("grammarmask.errors")
                 .and_then(|m| m.getattr("BudgetExceeded"))
@@ -335,14 +334,23 @@ fn guarded_cfg<T: Send>(
                     kw.set_item("compile_time", true)?;
                     cls.call((budget, value, what.clone()), Some(&kw))
                 });
-            Err(match made {
+            match made {
                 Ok(exc) => PyErr::from_value(exc),
                 Err(_) => {
                     PyValueError::new_err(format!("{what}: over the {budget} budget ({value})"))
                 }
-            })
+            }
         }
     }
+}
+
+/// The error a caught panic becomes (a bug in the engine).
+fn internal_error(py: Python<'_>, message: &str) -> PyErr {
+    grammarmask_error(
+        py,
+        "GrammarMaskError",
+        format!("internal error in the native engine ({message}); please report it"),
+    )
 }
 
 fn to_i32s_ne(data: &[u8], what: &str) -> Result<Vec<i32>> {
@@ -485,29 +493,33 @@ impl PyCfgGrammar {
             return Ok((hit.clone_ref(py), *live));
         }
         let key = s.key().clone();
-        let kept = lock(&self.packed).get(&key).map(Arc::clone);
-        let words = match kept {
+        let words = match self.cached(&key) {
             Some(words) => words,
-            None => {
-                let eng = Arc::clone(&self.inner);
-                let n_words = self.inner.n_words();
-                // computed in this thread's scratch row (memory already mapped), then packed
-                let words = guarded_cfg(py, move || {
-                    SCRATCH.with_borrow_mut(|row| {
-                        row.clear();
-                        row.resize(n_words, 0);
-                        eng.mask_into(&s, row)?;
-                        Ok(eng.share(row))
-                    })
-                })?;
-                lock(&self.packed).put(key.clone(), Arc::clone(&words));
-                words
-            }
+            None => guarded_cfg(py, || self.compute(&s))?,
         };
         let made = words_object(py, self.wrap.as_ref(), &words)?;
         let live = !words.is_empty();
         lock(&self.masks).put(key, (made.clone_ref(py), live));
         Ok((made, live))
+    }
+
+    /// The mask of the state keyed `key`, packed, if it was computed and is still held.
+    fn cached(&self, key: &crate::cfg::Key) -> Option<Arc<Packed>> {
+        lock(&self.packed).get(key).map(Arc::clone)
+    }
+
+    /// Compute `s`'s mask (in this thread's scratch row: memory already mapped), pack it and keep it
+    /// (call without the GIL).
+    fn compute(&self, s: &CfgState) -> std::result::Result<Arc<Packed>, CfgError> {
+        let n_words = self.inner.n_words();
+        let words = SCRATCH.with_borrow_mut(|row| {
+            row.clear();
+            row.resize(n_words, 0);
+            self.inner.mask_into(s, row)?;
+            Ok::<_, CfgError>(self.inner.share(row))
+        })?;
+        lock(&self.packed).put(s.key().clone(), Arc::clone(&words));
+        Ok(words)
     }
 
     fn wrap_state(py: Python<'_>, s: Arc<CfgState>) -> PyResult<Py<PyCfgState>> {
@@ -751,6 +763,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyRegularIndex>()?;
     m.add_class::<PyCfgGrammar>()?;
     m.add_class::<PyCfgState>()?;
+    m.add_class::<batch::PyRowJob>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

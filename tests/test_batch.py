@@ -18,6 +18,7 @@ from grammarmask.frontends.lark import Lark
 from grammarmask.frontends.regex import Regex
 from grammarmask.strategies import token_paths
 from grammarmask.testing import byte_vocabulary, reference_mask
+from grammarmask.vocab import Vocabulary
 
 VOCAB = byte_vocabulary([b"ab", b"ba", b"abc", b"12", b"[1", b"]]"])
 PATTERN = r"(ab|ba)*c?[0-9]*"
@@ -90,3 +91,88 @@ def test_dead_end_row_raises() -> None:
     m.advance(ord("a") + 1)
     with pytest.raises(NoLegalContinuation):
         fill_masks([Regex("a").compile(VOCAB).matcher(), m], allocate_masks(2, VOCAB.n_words))
+
+
+JSON_LIKE = Lark(r'''
+start: value
+?value: object | array | NUMBER | STRING
+object: "{" [pair ("," pair)*] "}"
+pair: STRING ":" value
+array: "[" [value ("," value)*] "]"
+NUMBER: /-?[0-9]+/
+STRING: /"[a-z]*"/
+''')
+
+
+def test_native_cfg_rows_are_filled_by_the_engine() -> None:
+    compiled = JSON_LIKE.compile(VOCAB)
+    assert compiled.batch_engine is not None  # the rows below go through RowJob, not state_row
+
+
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_threads_fill_first_visits_as_one_thread_does(data: Any) -> None:
+    """Forty rows (mostly first visits: each computed by whichever thread takes it), on two and on
+    four threads, equal the matchers' own masks."""
+    for workers in (2, 4):
+        matchers: list[Any] = []
+        for _ in range(40):
+            compiled = JSON_LIKE.compile(VOCAB)
+            m = compiled.matcher()
+            m.advance_many(data.draw(token_paths(compiled, max_tokens=8)))
+            matchers.append(m)
+        words = allocate_masks(len(matchers), VOCAB.n_words)
+        with ThreadPoolExecutor(workers) as pool:
+            fill_masks(matchers, words, executor=pool)
+        for row, m in zip(words, matchers, strict=True):
+            want = np.zeros(VOCAB.n_words, np.uint32) if m.is_finished() else m.mask().words
+            assert np.array_equal(row.view(np.uint32), want)
+
+
+def test_a_native_dead_end_raises_for_the_lowest_dead_row() -> None:
+    # no token of this vocabulary spells "x": after "a" nothing can follow, and "a" is not a sentence
+    tokens = [b""] + [bytes([b]) for b in range(256) if b != ord("x")]
+    vocab = Vocabulary.from_tokens(tokens, eos_token_id=0)
+    g = Lark('start: "a" "x" | "b"').compile(vocab)
+    assert g.batch_engine is not None
+    live, dead = g.matcher(), g.matcher()
+    dead.advance(vocab.token_bytes.index(b"a"))
+    words = allocate_masks(3, vocab.n_words)
+    with pytest.raises(NoLegalContinuation, match="matcher 1"):
+        fill_masks([live, dead, dead.fork()], words)
+    assert np.array_equal(words[0].view(np.uint32), live.mask().words)  # rows before it are filled
+
+
+def test_row_job_checks_its_arguments_and_writes_nothing_once_finished() -> None:
+    from grammarmask.native import _engine
+
+    # a grammar of this test only: its first state's mask is not computed yet
+    g, other = Lark('start: "(" /[0-9]/* ")"').compile(VOCAB), GRAMMARS[1].compile(VOCAB)
+    s = g.initial_state()
+    words = allocate_masks(2, VOCAB.n_words).view(np.uint32)
+    at, n = words.ctypes.data, VOCAB.n_words
+
+    def job(**kw: Any) -> Any:
+        args = dict(grammars=[g.engine], states=[s], rows=[0], eos=[0], address=at, n_rows=2, n_words=n)
+        args.update(kw)
+        return _engine.RowJob(*args.values())
+
+    with pytest.raises(GrammarError, match="another compiled grammar"):
+        job(grammars=[other.engine])
+    with pytest.raises(GrammarError, match="rows must ascend"):
+        job(grammars=[g.engine] * 2, states=[s, s], rows=[1, 1], eos=[0, 0])
+    with pytest.raises(GrammarError, match="rows must ascend below 2"):
+        job(rows=[2])
+    with pytest.raises(GrammarError, match="EOS id"):
+        job(eos=[32 * n])
+    with pytest.raises(GrammarError, match="words per row"):
+        job(n_words=n + 1)
+    with pytest.raises(GrammarError, match="not the address"):
+        job(address=0)
+    done = job()
+    assert done.pending == 1
+    assert done.finish() == []
+    assert np.array_equal(words[0], g.state_mask_words(s))
+    words[:] = 0
+    done.run()  # a worker that woke after the last row was taken
+    assert not words.any()

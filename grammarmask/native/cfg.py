@@ -133,6 +133,7 @@ class NativeCompiledCfg(CompiledGrammar):
         self.state_mask_words = self.engine.mask  # type: ignore[method-assign]
         self.state_row = self.engine.row  # type: ignore[method-assign]
         self.is_accepting_state = self.engine.is_accepting  # type: ignore[method-assign]
+        self.batch_engine = self.engine
 
     def initial_state(self) -> Any:
         return self._initial
