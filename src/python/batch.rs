@@ -4,7 +4,7 @@
 //! Why here and not one Python call per row: each row's Python part (the call, a bytes object, a
 //! numpy copy that itself lets go of the GIL) made two threads hand the GIL to each other for every
 //! row; on a small VM each hand-off waits for the other thread to be woken, and a cold batch of 64
-//! rows took as long on two threads as on one (llguidance's, filled in Rust: 0.5-0.6 of one).
+//! rows took as long on two threads as on one (llguidance's, filled in Rust: 0.5-1.0 of one).
 //! Here each thread lets go of the GIL once, takes rows from an atomic counter, and writes them
 //! straight into the caller's array.
 
