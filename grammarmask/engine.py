@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from .errors import GrammarError
@@ -102,14 +102,16 @@ def native_cfg() -> bool:
     return v.strip().lower() not in ("0", "false", "no", "")
 
 
-def compile_cfg(cfg: Cfg, vocab: Vocabulary) -> CompiledGrammar:
+def compile_cfg(cfg: Cfg, vocab: Vocabulary, *, remake: Callable[[], Cfg] | None = None) -> CompiledGrammar:
     """A context-free grammar bound to ``vocab`` (Earley parser over a lexer of byte DFAs): by the
     Rust CFG engine when ``"native"`` is selected and :func:`native_cfg` is true, else by the Python
-    engine."""
+    engine. ``remake`` (the front end's way to build ``cfg`` again, the same) lets the native
+    engine's compiled grammar let go of the IR once compiled (the Python engine reads it at every
+    step)."""
     if selected() == "native" and native_cfg():
         from .native.cfg import NativeCompiledCfg
 
-        return NativeCompiledCfg(cfg, vocab)
+        return NativeCompiledCfg(cfg, vocab, remake=remake)
     from .cfg import CompiledCfg
 
     return CompiledCfg(cfg, vocab)

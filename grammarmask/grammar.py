@@ -95,6 +95,7 @@ class Grammar(ABC):
             key = self.cache_key()
             if key is None:
                 compiled = self._compile(vocab)
+                compiled._settle()
             else:
                 cache: Lru[Hashable, CompiledGrammar] = per_vocabulary(
                     vocab,
@@ -104,7 +105,7 @@ class Grammar(ABC):
                 # the CFG engine under "native" follows GRAMMARMASK_NATIVE_CFG, read at each compile
                 compiled = cache.get_or_make(
                     (type(self).__qualname__, key, lim, name, name == "native" and native_cfg()),
-                    lambda: compile_through(self, vocab, key, lim, name, lambda: self._compile(vocab)),
+                    lambda: _settled(compile_through(self, vocab, key, lim, name, lambda: self._compile(vocab))),
                     compiled_bytes)
         if getattr(compiled, "_source", None) is None:  # what pickling needs to compile it again
             compiled._source = (self, vocab, lim, name)
@@ -207,6 +208,11 @@ class CompiledGrammar(ABC):
     def is_accepting_state(self, state: State) -> bool:
         """Whether the output so far is a complete sentence of the language."""
 
+    def _settle(self) -> None:
+        """Called by :meth:`Grammar.compile` once the compile is done (the compiled grammar kept in
+        the caches, weighed, stored on disk): let go of what only the compile needed. This default
+        keeps everything."""
+
     def state_row(self, state: State) -> tuple[Words, bool, bool]:
         """``(state_mask_words(state), whether it allows any token, is_accepting_state(state))``: what
         a row of a batch needs, in one call (an engine that knows the emptiness of its masks answers
@@ -234,12 +240,19 @@ class CompiledGrammar(ABC):
         return Matcher(self)
 
 
+def _settled(compiled: CompiledGrammar) -> CompiledGrammar:
+    """``compiled`` after :meth:`CompiledGrammar._settle` (stored on disk first, weighed after)."""
+    compiled._settle()
+    return compiled
+
+
 def compiled_bytes(compiled: CompiledGrammar) -> int:
     """What a kept compiled grammar weighs in the compiled-grammar cache: the tables it holds when
     compiled (its terminals' or its DFA's, and the native engine's), not the mask caches that fill
     as it is used (bounded on their own: ``Limits.cfg_masks``, ``index_masks``, ...)."""
     n = 0
-    cfg = getattr(compiled, "cfg", None)
+    held = vars(compiled)
+    cfg = held.get("cfg", held.get("_cfg"))  # the IR it holds, not one it would make again when asked
     for t in getattr(cfg, "terminals", ()):
         n += table_bytes(t.dfa)
     dfa = getattr(compiled, "dfa", None)

@@ -25,8 +25,9 @@ from ..engine import compile_cfg
 from ..errors import BudgetExceeded, GrammarError
 from ..grammar import CompiledGrammar, Grammar
 from ..ir.builder import Expr, build_cfg, to_lark
+from ..ir.cfg import Cfg
 from ..ir.gbnf import to_gbnf
-from ..limits import Limits, active
+from ..limits import Limits, active, in_force
 from ..vocab import Vocabulary
 from .jsonschema.compiler import Compiler, SchemaWarning
 from .jsonschema.depth import stack_room, too_deep
@@ -249,6 +250,11 @@ class JsonSchema(Grammar):
 
     def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
         rules = self.rules()  # again under the compile's limits (a cached hit when they are the same)
-        if self._cfg is None:
-            self._cfg = build_cfg(rules)
-        return compile_cfg(self._cfg, vocab)
+        limits = active()
+
+        def remake() -> Cfg:  # the same IR, under the compile's limits
+            with in_force(limits):
+                return build_cfg(rules)
+
+        # the IR is not kept: the compiled grammar builds it again when asked (see compile_cfg)
+        return compile_cfg(self._cfg if self._cfg is not None else build_cfg(rules), vocab, remake=remake)
