@@ -82,7 +82,7 @@ def compile_through(grammar: Grammar, vocab: Vocabulary, key: Hashable, limits: 
             engine == "native" and native_cfg(), vocab.fingerprint)
     snap = disk_cache.load("compiled", dkey, packed=True)
     if snap is not None:
-        compiled = _restore(snap, vocab, limits)
+        compiled = _restore(snap, vocab, limits, grammar._cfg_maker())
         if compiled is not None:
             return compiled
     made, costly = disk_cache.made_costly(make)
@@ -103,7 +103,8 @@ def _snapshot(compiled: CompiledGrammar) -> tuple[Any, ...] | None:
     return None
 
 
-def _restore(snap: Any, vocab: Vocabulary, limits: Limits) -> CompiledGrammar | None:
+def _restore(snap: Any, vocab: Vocabulary, limits: Limits,
+             remake: Callable[[], Any] | None = None) -> CompiledGrammar | None:
     from .cfg import CompiledCfg
     from .engine import compile_cfg
 
@@ -112,7 +113,7 @@ def _restore(snap: Any, vocab: Vocabulary, limits: Limits) -> CompiledGrammar | 
             _, cfg, lex, earley = snap
             return CompiledCfg(cfg, vocab, limits, tables=(lex, earley))
         if snap[0] == "cfg":
-            return compile_cfg(snap[1], vocab)
+            return compile_cfg(snap[1], vocab, remake=remake)
     except Exception:  # noqa: BLE001 - an entry that does not fit this code: compiled again
         return None
     return None

@@ -22,7 +22,7 @@ Because states are immutable values, the generic :class:`Matcher` keeps a stack 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 import numpy as np
@@ -62,6 +62,12 @@ class Grammar(ABC):
     def special_tokens(self) -> frozenset[str | int]:
         """The special tokens the grammar names (names or ids; :mod:`grammarmask.special_tokens`)."""
         return frozenset()
+
+    def _cfg_maker(self) -> Callable[[], Any] | None:
+        """A function that builds this grammar's :class:`~grammarmask.ir.Cfg` again, the same, under
+        the limits in force now (None: none); a native compiled grammar given one lets go of its IR
+        once compiled (:func:`grammarmask.engine.compile_cfg`)."""
+        return None
 
     def where_named(self, token: str | int) -> str:
         """Where the grammar names the special token ``token``, for error messages."""

@@ -130,6 +130,21 @@ def test_a_hit_masks_as_the_miss(name: str, engine: str, cache_dir: Path,
     assert steps > 40
 
 
+def test_a_json_schema_read_back_lets_go_of_its_ir_too(cache_dir: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from grammarmask.native.cfg import NativeCompiledCfg, flat_tables
+
+    made = _grammars()["json"].compile(_vocab(), engine="native")
+    json_schema._RULES_CACHE.clear()
+    restored = []
+    restore = compile_cache._restore
+    monkeypatch.setattr(compile_cache, "_restore", lambda *a: restored.append(restore(*a)) or restored[-1])
+    read = _grammars()["json"].compile(_vocab(), engine="native")
+    assert restored == [read] and isinstance(read, NativeCompiledCfg)
+    assert read._cfg is None and made._cfg is None  # neither holds the IR; both make it again
+    assert flat_tables(read.cfg) == flat_tables(made.cfg)
+
+
 def test_compositions_read_their_context_free_parts(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A composition is not stored itself; its context-free parts compile through the cache (a
     sequence's against the byte-extended vocabulary)."""

@@ -15,7 +15,7 @@ import json
 import os
 import sys
 import warnings
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from .. import disk_cache
@@ -248,13 +248,17 @@ class JsonSchema(Grammar):
             self._cfg = build_cfg(rules)
         return to_gbnf(self._cfg)
 
-    def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
-        rules = self.rules()  # again under the compile's limits (a cached hit when they are the same)
-        limits = active()
+    def _cfg_maker(self) -> Callable[[], Cfg]:
+        rules, limits = self.rules(), active()  # the rules under the compile's limits
 
-        def remake() -> Cfg:  # the same IR, under the compile's limits
+        def remake() -> Cfg:
             with in_force(limits):
                 return build_cfg(rules)
 
+        return remake
+
+    def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
+        rules = self.rules()  # again under the compile's limits (a cached hit when they are the same)
         # the IR is not kept: the compiled grammar builds it again when asked (see compile_cfg)
-        return compile_cfg(self._cfg if self._cfg is not None else build_cfg(rules), vocab, remake=remake)
+        cfg = self._cfg if self._cfg is not None else build_cfg(rules)
+        return compile_cfg(cfg, vocab, remake=self._cfg_maker())
