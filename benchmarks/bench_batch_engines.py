@@ -64,11 +64,10 @@ def _peak_mb() -> float:
 def _batch_filler(engine: Any, name: str, threads: int) -> Any:
     """``fill(matchers, words)``: the engine's own batch call on ``threads`` threads."""
     if name == "grammarmask":
+        import threading
         from concurrent.futures import ThreadPoolExecutor
 
         import grammarmask as gm
-
-        import threading
 
         pool = ThreadPoolExecutor(threads) if threads > 1 else None
         if pool is not None:  # the workers are started before the clock, as a server's pool would be

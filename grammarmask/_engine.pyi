@@ -109,3 +109,22 @@ class CfgGrammar:
     def n_trie_nodes(self) -> int: ...
     @property
     def table_words(self) -> int: ...
+
+class RowJob:
+    """Rows of a batch whose grammars are native CFGs, filled without the GIL by every thread that
+    calls ``run`` and by the owner's ``finish`` (see ``grammarmask.batch``)."""
+
+    def __init__(
+        self,
+        grammars: list[CfgGrammar],
+        states: list[CfgState],
+        rows: list[int],
+        eos: list[int],
+        address: int,
+        n_rows: int,
+        n_words: int,
+    ) -> None: ...
+    @property
+    def pending(self) -> int: ...
+    def run(self) -> None: ...
+    def finish(self) -> list[int]: ...

@@ -111,7 +111,8 @@ class Grammar(ABC):
                 # the CFG engine under "native" follows GRAMMARMASK_NATIVE_CFG, read at each compile
                 compiled = cache.get_or_make(
                     (type(self).__qualname__, key, lim, name, name == "native" and native_cfg()),
-                    lambda: _settled(compile_through(self, vocab, key, lim, name, lambda: self._compile(vocab))),
+                    lambda: _settled(compile_through(self, vocab, key, lim, name,
+                                                     lambda: self._compile(vocab))),
                     compiled_bytes)
         if getattr(compiled, "_source", None) is None:  # what pickling needs to compile it again
             compiled._source = (self, vocab, lim, name)
@@ -218,6 +219,7 @@ class CompiledGrammar(ABC):
         """Called by :meth:`Grammar.compile` once the compile is done (the compiled grammar kept in
         the caches, weighed, stored on disk): let go of what only the compile needed. This default
         keeps everything."""
+        return None
 
     def state_row(self, state: State) -> tuple[Words, bool, bool]:
         """``(state_mask_words(state), whether it allows any token, is_accepting_state(state))``: what
@@ -257,7 +259,7 @@ def compiled_bytes(compiled: CompiledGrammar) -> int:
     compiled (its terminals' or its DFA's, and the native engine's), not the mask caches that fill
     as it is used (bounded on their own: ``Limits.cfg_masks``, ``index_masks``, ...)."""
     n = 0
-    held = vars(compiled)
+    held = getattr(compiled, "__dict__", {})
     cfg = held.get("cfg", held.get("_cfg"))  # the IR it holds, not one it would make again when asked
     for t in getattr(cfg, "terminals", ()):
         n += table_bytes(t.dfa)
