@@ -196,3 +196,52 @@ def test_a_budget_a_native_row_runs_out_of_is_raised_as_the_row_alone_raises_it(
             assert e.value.budget == "cfg_walk_visits" and e.value.value == 500
             assert np.array_equal(words[0].view(np.uint32), fine.mask().words)
             assert np.array_equal(words[2].view(np.uint32), fine.mask().words)
+
+
+def test_callers_sharing_one_pool_and_one_grammar_get_the_rows_of_the_python_engine() -> None:
+    """Four callers at once, each filling its own batch of a shared native compiled grammar through
+    one pool of three workers; the rows are first visits (the walks were chosen on the Python
+    engine and replayed with advance, which computes no mask). Every row equals the Python
+    engine's mask of the same output."""
+    import random
+    import threading
+
+    grammar = Lark(r'''
+start: value
+?value: "{" [STRING ":" value ("," STRING ":" value)*] "}" | "[" [value ("," value)*] "]" | NUMBER | STRING
+NUMBER: /-?[0-9]+(\.[0-9]+)?/
+STRING: /"[a-z ]*"/
+''')
+    spec, native = grammar.compile(VOCAB, engine="python"), grammar.compile(VOCAB)
+    assert native.batch_engine is not None
+    rng = random.Random(7)
+
+    def walk() -> tuple[Any, Any]:
+        m, taken = spec.matcher(), []
+        for _ in range(rng.randint(0, 12)):
+            ids = [int(t) for t in m.mask().token_ids() if t != VOCAB.eos_token_id]
+            if not ids:
+                break
+            taken.append(rng.choice(ids))
+            m.advance(taken[-1])
+        replayed = native.matcher()
+        replayed.advance_many(taken)
+        return m, replayed
+
+    batches = [[walk() for _ in range(24)] for _ in range(4)]
+    assert native.engine.masks_cached == 0  # every row below is computed by the fill
+    got: list[Any] = [None] * 4
+    with ThreadPoolExecutor(3) as pool:
+        def fill(i: int) -> None:
+            words = allocate_masks(len(batches[i]), VOCAB.n_words)
+            fill_masks([r for _, r in batches[i]], words, executor=pool)
+            got[i] = words
+
+        callers = [threading.Thread(target=fill, args=(i,)) for i in range(4)]
+        for t in callers:
+            t.start()
+        for t in callers:
+            t.join()
+    for words, batch in zip(got, batches, strict=True):
+        for row, (m, _) in zip(words, batch, strict=True):
+            assert np.array_equal(row.view(np.uint32), m.mask().words)
