@@ -100,8 +100,7 @@ class Grammar(ABC):
         with in_force(limits) as lim, engine_in_use(name):
             key = self.cache_key()
             if key is None:
-                compiled = self._compile(vocab)
-                compiled._settle()
+                compiled = _settled(self._compile(vocab))
             else:
                 cache: Lru[Hashable, CompiledGrammar] = per_vocabulary(
                     vocab,

@@ -258,7 +258,6 @@ class JsonSchema(Grammar):
         return remake
 
     def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
-        rules = self.rules()  # again under the compile's limits (a cached hit when they are the same)
+        remake = self._cfg_maker()  # the rules again under the compile's limits (a cached hit when the same)
         # the IR is not kept: the compiled grammar builds it again when asked (see compile_cfg)
-        cfg = self._cfg if self._cfg is not None else build_cfg(rules)
-        return compile_cfg(cfg, vocab, remake=self._cfg_maker())
+        return compile_cfg(self._cfg if self._cfg is not None else remake(), vocab, remake=remake)

@@ -103,7 +103,7 @@ impl Inside {
     ) -> Option<Inside> {
         let pend = &lc.states.values[lex as usize].0;
         let live = (0..lx.n_classes())
-            .filter(|&c| pend.iter().any(|&q| lx.next_class(q, c as u8) != 0))
+            .filter(|&c| pend.iter().any(|&q| lx.next(q, c as u8) != 0))
             .take(NARROW_CLASSES + 1)
             .count();
         if live > NARROW_CLASSES {

@@ -190,9 +190,9 @@ impl Lexer {
         self.start.len()
     }
 
-    /// The state after class `c` from `s`.
+    /// The state after class `c` from `s` (0: dead).
     #[inline]
-    fn next(&self, s: u32, c: u8) -> u32 {
+    pub fn next(&self, s: u32, c: u8) -> u32 {
         self.table[s as usize * self.classes.count + usize::from(c)]
     }
 
@@ -201,12 +201,6 @@ impl Lexer {
     fn row(&self, s: u32) -> &[u32] {
         let w = self.classes.count;
         &self.table[s as usize * w..(s as usize + 1) * w]
-    }
-
-    /// The state after class `c` from `s` (0: dead).
-    #[inline]
-    pub fn next_class(&self, s: u32, c: u8) -> u32 {
-        self.next(s, c)
     }
 
     /// The state after byte `b` from `s`.
