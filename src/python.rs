@@ -22,6 +22,7 @@ use crate::packed::Packed;
 use crate::regular::{Dfa, RegularIndex};
 use crate::vocab::{lock, Vocab};
 
+mod automata;
 mod batch;
 
 /// An instance of the exception class `name` of `grammarmask.errors` with `message`.
@@ -764,6 +765,9 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyCfgGrammar>()?;
     m.add_class::<PyCfgState>()?;
     m.add_class::<batch::PyRowJob>()?;
+    m.add_function(wrap_pyfunction!(automata::dfa_minimize, m)?)?;
+    m.add_function(wrap_pyfunction!(automata::dfa_product, m)?)?;
+    m.add_function(wrap_pyfunction!(automata::dfa_from_strings, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -19,7 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["DFA", "UNREACHABLE", "distances_to_accept", "minimize", "trim"]
+from . import kernels
+
+__all__ = ["DFA", "UNREACHABLE", "distances_to_accept", "minimize", "minimize_python", "trim"]
 
 #: the distance of a state from which no accepting state can be reached (and of the dead state)
 UNREACHABLE = 1 << 40
@@ -285,6 +287,14 @@ def _ranges(lo: npt.NDArray[np.intp], hi: npt.NDArray[np.intp]) -> npt.NDArray[n
 
 
 def minimize(dfa: DFA, *, class_bytes: npt.NDArray[np.intp] | None = None) -> DFA:
+    """The minimal trimmed DFA of the same language: :func:`minimize_python`'s, computed in Rust
+    when the extension imports (:mod:`.kernels`)."""
+    if kernels.available():
+        return kernels.minimize(dfa)
+    return minimize_python(dfa, class_bytes=class_bytes)
+
+
+def minimize_python(dfa: DFA, *, class_bytes: npt.NDArray[np.intp] | None = None) -> DFA:
     """The minimal trimmed DFA of the same language.
 
     ``class_bytes``: one byte per class of bytes whose columns of ``dfa.transitions`` are equal,

@@ -11,7 +11,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import GrammarError
-from .dfa import DFA, _ranges, minimize
+from . import kernels
+from .dfa import DFA, _ranges, minimize_python
 from .nfa import NFA, determinize
 
 __all__ = [
@@ -48,6 +49,8 @@ def from_strings(strings: Iterable[bytes]) -> DFA:
     uniq = sorted({bytes(s) for s in strings})
     if not uniq:
         return empty_dfa()
+    if kernels.available():  # _small_trie_dfa's, in Rust, for any number of strings
+        return kernels.from_strings(uniq)
     if sum(map(len, uniq)) <= _SMALL_TRIE_BYTES:
         return _small_trie_dfa(uniq)
     t = _SortedTrie(uniq)
@@ -307,22 +310,43 @@ def _pair_dfa(a: DFA, b: DFA, accept: Callable[[bool, bool], bool], keep_half_de
     acc = np.array([accept(bool(acc_a[c // nb]), bool(acc_b[c % nb])) for c in codes_by_id])
     acc[0] = False
     table = red[:, classes]
-    return minimize(DFA(table, acc, 1), class_bytes=reps)  # bytes of one joint class: equal columns
+    return minimize_python(DFA(table, acc, 1), class_bytes=reps)  # bytes of one joint class: equal columns
+
+
+#: the products: what a pair of states accepts, and whether a pair with one side dead lives on
+_PAIRS: dict[str, tuple[Callable[[bool, bool], bool], bool]] = {
+    "and": (lambda x, y: x and y, False),
+    "or": (lambda x, y: x or y, True),
+    "minus": (lambda x, y: x and not y, True),
+}
+
+
+def pair_dfa_python(a: DFA, b: DFA, op: str, limit: int) -> DFA:
+    """The product ``L(a) op L(b)`` (``op`` a key of :data:`_PAIRS`) in Python: the specification
+    of the Rust kernel the product functions use when the extension imports."""
+    accept, keep_half_dead = _PAIRS[op]
+    return _pair_dfa(a, b, accept, keep_half_dead, limit)
+
+
+def _pair(a: DFA, b: DFA, op: str, limit: int) -> DFA:
+    if kernels.available():
+        return kernels.product(a, b, op, limit)
+    return pair_dfa_python(a, b, op, limit)
 
 
 def product(a: DFA, b: DFA, *, max_states: int = DEFAULT_PRODUCT_STATES) -> DFA:
     """The intersection ``L(a) & L(b)`` (exact; the result never dead-ends, being trimmed)."""
-    return _pair_dfa(a, b, lambda x, y: x and y, False, max_states)
+    return _pair(a, b, "and", max_states)
 
 
 def union(a: DFA, b: DFA, *, max_states: int = DEFAULT_PRODUCT_STATES) -> DFA:
     """The union ``L(a) | L(b)``."""
-    return _pair_dfa(a, b, lambda x, y: x or y, True, max_states)
+    return _pair(a, b, "or", max_states)
 
 
 def difference(a: DFA, b: DFA, *, max_states: int = DEFAULT_PRODUCT_STATES) -> DFA:
     """The difference ``L(a) - L(b)``."""
-    return _pair_dfa(a, b, lambda x, y: x and not y, True, max_states)
+    return _pair(a, b, "minus", max_states)
 
 
 def add_dfa_to_nfa(nfa: NFA, dfa: DFA, start: int, end: int) -> None:

@@ -1,0 +1,61 @@
+"""The hot loops of this package in Rust (``grammarmask._engine``, src/automata/), used whenever
+the extension imports: minimisation (Hopcroft 1971 over byte classes), products, and string sets.
+
+Each returns the DFA the Python function beside it returns, state for state (the same numbering;
+tests/test_automata_kernels.py holds them equal on random automata), so the process-wide cache of
+automata may hold either's. The Python functions stay as the specification and for a checkout
+whose extension was not built. Why: the numpy code pays ~20 array calls per automaton, and most
+automata of a grammar are small, so a JSON Schema's terminals took 80% of its compile.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .dfa import DFA
+
+try:
+    from .. import _engine
+except ImportError:  # a checkout whose extension was never built: the Python functions run
+    _engine = None  # type: ignore[assignment]
+
+__all__ = ["available", "from_strings", "minimize", "product"]
+
+
+def available() -> bool:
+    """Whether the Rust kernels are importable (else the callers run their Python code)."""
+    return _engine is not None and hasattr(_engine, "dfa_minimize")
+
+
+def _dfa(parts: tuple[bytes, bytes, int, bytes, int]) -> DFA:
+    from .dfa import DFA
+
+    table, accepting, start, classes, k = parts
+    t = np.frombuffer(table, dtype=np.int32).reshape(-1, 256)
+    d = DFA(t, np.frombuffer(accepting, dtype=np.bool_), start)
+    object.__setattr__(d, "_classes", (np.frombuffer(classes, dtype=np.uint8).astype(np.int32), k))
+    return d
+
+
+def _args(d: DFA) -> tuple[bytes, bytes, int]:
+    return d.transitions.tobytes(), d.accepting.tobytes(), d.start
+
+
+def minimize(d: DFA) -> DFA:
+    """:func:`grammarmask.automata.dfa.minimize`."""
+    return _dfa(_engine.dfa_minimize(*_args(d)))
+
+
+def product(a: DFA, b: DFA, op: str, limit: int) -> DFA:
+    """``L(a) op L(b)`` for ``op`` in ``"and"``, ``"or"``, ``"minus"``, minimal; a
+    :class:`~grammarmask.GrammarError` past ``limit`` states (:func:`grammarmask.automata.ops._pair_dfa`)."""
+    return _dfa(_engine.dfa_product(*_args(a), *_args(b), op, limit))
+
+
+def from_strings(uniq: list[bytes]) -> DFA:
+    """The minimal DFA of sorted, distinct byte strings (:func:`grammarmask.automata.ops._small_trie_dfa`)."""
+    lengths = np.fromiter(map(len, uniq), dtype=np.uint32, count=len(uniq))
+    return _dfa(_engine.dfa_from_strings(b"".join(uniq), lengths.tobytes()))

@@ -1,0 +1,156 @@
+//! The compile-time automata kernels (`crate::automata`) as functions of `grammarmask._engine`,
+//! called by `grammarmask.automata` when the extension imports. A DFA crosses as
+//! `(transitions, accepting, start)`: int32 cells in native order (`n * 256`), one byte per state
+//! (non-zero: final), the start state. Each result also carries its byte classes (256 bytes, the
+//! class of each byte in order of first appearance) and their number, so Python need not find them.
+
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use super::{guarded, to_usize, whole_words};
+use crate::automata::product::{product, Op, Operand};
+use crate::automata::{check, minimize::minimize, strings::from_strings, Dfa};
+use crate::classes::{Cells, NeBytes};
+use crate::error::{Error, Result};
+
+type DfaParts<'py> = (
+    Bound<'py, PyBytes>,
+    Bound<'py, PyBytes>,
+    u32,
+    Bound<'py, PyBytes>,
+    usize,
+);
+
+fn parts(py: Python<'_>, d: Dfa) -> DfaParts<'_> {
+    let classes = d.classes();
+    let table: Vec<u8> = d.table.iter().flat_map(|c| c.to_ne_bytes()).collect();
+    let accepting: Vec<u8> = d.accepting.iter().map(|&a| u8::from(a)).collect();
+    (
+        PyBytes::new(py, &table),
+        PyBytes::new(py, &accepting),
+        d.start,
+        PyBytes::new(py, &classes.map),
+        classes.count,
+    )
+}
+
+fn flags(accepting: &Bound<'_, PyBytes>) -> Vec<bool> {
+    accepting.as_bytes().iter().map(|&a| a != 0).collect()
+}
+
+fn checked<'a>(
+    table: &'a [u8],
+    accepting: &[bool],
+    start: i64,
+    what: &str,
+) -> Result<(NeBytes<'a>, u32)> {
+    whole_words(table, what)?;
+    let cells = NeBytes(table);
+    let start = to_usize(start, &format!("{what}: start"))?;
+    check(&cells, accepting, start, what)?;
+    Ok((cells, start as u32))
+}
+
+/// `dfa_minimize(transitions, accepting, start)`: the minimal trimmed DFA of the language, numbered
+/// as `grammarmask.automata.dfa.minimize` numbers it.
+#[pyfunction]
+pub fn dfa_minimize<'py>(
+    py: Python<'py>,
+    transitions: &Bound<'py, PyBytes>,
+    accepting: &Bound<'py, PyBytes>,
+    start: i64,
+) -> PyResult<DfaParts<'py>> {
+    let table = transitions.as_bytes();
+    let accepting = flags(accepting);
+    let d = guarded(py, move || {
+        let (cells, start) = checked(table, &accepting, start, "dfa_minimize")?;
+        Ok(minimize(&cells, &accepting, start))
+    })?;
+    Ok(parts(py, d))
+}
+
+/// `dfa_product(a..., b..., op, limit)`: the minimal DFA of `L(a) op L(b)`, `op` one of
+/// `"and"`, `"or"`, `"minus"`; a `GrammarError` past `limit` states of the product.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub fn dfa_product<'py>(
+    py: Python<'py>,
+    a_transitions: &Bound<'py, PyBytes>,
+    a_accepting: &Bound<'py, PyBytes>,
+    a_start: i64,
+    b_transitions: &Bound<'py, PyBytes>,
+    b_accepting: &Bound<'py, PyBytes>,
+    b_start: i64,
+    op: &str,
+    limit: i64,
+) -> PyResult<DfaParts<'py>> {
+    let (ta, tb) = (a_transitions.as_bytes(), b_transitions.as_bytes());
+    let (aa, ab) = (flags(a_accepting), flags(b_accepting));
+    let op = op.to_owned();
+    let d = guarded(py, move || {
+        let op = match op.as_str() {
+            "and" => Op::Intersection,
+            "or" => Op::Union,
+            "minus" => Op::Difference,
+            other => {
+                return Err(Error::new(format!(
+                    "dfa_product: op must be 'and', 'or' or 'minus', got {other:?}"
+                )))
+            }
+        };
+        let limit = to_usize(limit, "dfa_product: limit")?;
+        let (ca, sa) = checked(ta, &aa, a_start, "dfa_product: a")?;
+        let (cb, sb) = checked(tb, &ab, b_start, "dfa_product: b")?;
+        let a = Operand {
+            table: &ca,
+            accepting: &aa,
+            start: sa,
+        };
+        let b = Operand {
+            table: &cb,
+            accepting: &ab,
+            start: sb,
+        };
+        product(&a, &b, op, limit)
+    })?;
+    Ok(parts(py, d))
+}
+
+/// `dfa_from_strings(data, lengths)`: the minimal DFA of a set of byte strings, given sorted and
+/// distinct, one after another in `data`, with their lengths as uint32 (native order).
+#[pyfunction]
+pub fn dfa_from_strings<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyBytes>,
+    lengths: &Bound<'py, PyBytes>,
+) -> PyResult<DfaParts<'py>> {
+    let (data, lengths) = (data.as_bytes(), lengths.as_bytes());
+    let d = guarded(py, move || {
+        whole_words(lengths, "dfa_from_strings: lengths")?;
+        let mut strings = Vec::with_capacity(lengths.len() / 4);
+        let mut at = 0usize;
+        let cells = NeBytes(lengths);
+        for len in (0..cells.n_cells()).map(|i| cells.cell(i)) {
+            let end = at
+                .checked_add(len as usize)
+                .filter(|&e| e <= data.len())
+                .ok_or_else(|| {
+                    Error::new("dfa_from_strings: the lengths add up to more than the data")
+                })?;
+            strings.push(data[at..end].to_vec());
+            at = end;
+        }
+        if at != data.len() {
+            return Err(Error::new(
+                "dfa_from_strings: the lengths add up to less than the data",
+            ));
+        }
+        if strings.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(Error::new(
+                "dfa_from_strings: the strings must be sorted and distinct",
+            ));
+        }
+        Ok(from_strings(&strings))
+    })?;
+    Ok(parts(py, d))
+}

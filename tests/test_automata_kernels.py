@@ -1,0 +1,135 @@
+"""The Rust automata kernels (src/automata/, :mod:`grammarmask.automata.kernels`) against the Python
+code they replace: the same DFA state for state (table, accepting states, start), the same byte
+classes as the table's, the same errors; and bad input refused with an error naming it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from grammarmask import GrammarError, _engine
+from grammarmask.automata import kernels
+from grammarmask.automata.dfa import DFA, column_classes, minimize_python
+from grammarmask.automata.ops import _small_trie_dfa, from_strings, pair_dfa_python
+
+from .support import isomorphic
+from .support_automata import dfas, small_dfas
+
+
+def same(a: DFA, b: DFA) -> bool:
+    return (
+        a.start == b.start
+        and np.array_equal(a.transitions, b.transitions)
+        and np.array_equal(a.accepting, b.accepting)
+    )
+
+
+def classes_right(d: DFA) -> bool:
+    """The classes the kernel handed over are the table's (first-appearance numbering)."""
+    got, k = d.byte_classes()
+    want, k2 = column_classes(d.transitions)
+    return k == k2 and np.array_equal(got, want)
+
+
+@settings(max_examples=300, deadline=None)
+@given(d=small_dfas())
+def test_minimize_small(d: DFA) -> None:
+    got = kernels.minimize(d)
+    assert same(got, minimize_python(d))
+    assert classes_right(got)
+
+
+@settings(max_examples=30, deadline=None)
+@given(d=dfas())
+def test_minimize_large(d: DFA) -> None:
+    assert same(kernels.minimize(d), minimize_python(d))
+
+
+@pytest.mark.parametrize("op", ["and", "or", "minus"])
+@settings(max_examples=150, deadline=None)
+@given(a=small_dfas(), b=small_dfas())
+def test_products(op: str, a: DFA, b: DFA) -> None:
+    got = kernels.product(a, b, op, 10_000)
+    assert same(got, pair_dfa_python(a, b, op, 10_000))
+    assert classes_right(got)
+
+
+@settings(max_examples=60, deadline=None)
+@given(a=small_dfas(), b=small_dfas(), limit=st.integers(1, 6))
+def test_the_product_state_limit(a: DFA, b: DFA, limit: int) -> None:
+    try:
+        want: DFA | str = pair_dfa_python(a, b, "or", limit)
+    except GrammarError as e:
+        want = str(e)
+    try:
+        got: DFA | str = kernels.product(a, b, "or", limit)
+    except GrammarError as e:
+        got = str(e)
+    assert type(got) is type(want)
+    assert got == want if isinstance(got, str) else same(got, want)  # type: ignore[arg-type]
+
+
+words = st.lists(st.binary(max_size=6).map(lambda w: bytes(b % 4 + 97 for b in w)), max_size=30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ws=words)
+def test_string_sets(ws: list[bytes]) -> None:
+    uniq = sorted(set(ws))
+    if not uniq:
+        return
+    got = kernels.from_strings(uniq)
+    assert same(got, _small_trie_dfa(uniq))
+    assert classes_right(got)
+    for w in uniq:
+        assert got.matches(w)
+
+
+def test_a_large_string_set_equals_the_array_trie(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(7)
+    uniq = sorted({bytes(rng.integers(97, 103, size=int(rng.integers(1, 12)))) for _ in range(5000)})
+    got = kernels.from_strings(uniq)
+    monkeypatch.setattr(kernels, "available", lambda: False)  # the numpy path, past its 4 KB
+    want = from_strings(uniq)
+    assert isomorphic(got, want)
+    assert got.n_states == want.n_states > 1000
+
+
+def _table(rows: list[dict[int, int]]) -> bytes:
+    t = np.zeros((len(rows), 256), dtype=np.int32)
+    for s, row in enumerate(rows):
+        for b, target in row.items():
+            t[s, b] = target
+    return t.tobytes()
+
+
+@pytest.mark.parametrize(
+    ("table", "accepting", "start", "message"),
+    [
+        (b"\0" * 1000, b"\0\1", 1, "1000 bytes is not a whole number|250 cells is not 256 per state"),
+        (_table([{}, {97: 2}]), b"\0\1", 1, "state 1 goes to 2, past the last state 1"),
+        (_table([{97: 1}, {}]), b"\0\1", 1, "state 0 must be the dead state"),
+        (_table([{}, {}]), b"\1\1", 1, "state 0 must be the dead state"),
+        (_table([{}, {}]), b"\0\1", 2, "start state 2 out of range"),
+        (_table([{}, {}]), b"\0\1", -1, "start must be >= 0"),
+        (_table([{}, {97: -1}]), b"\0\1", 1, "goes to 4294967295"),
+    ],
+)
+def test_malformed_tables_are_refused(table: bytes, accepting: bytes, start: int, message: str) -> None:
+    with pytest.raises(GrammarError, match=message):
+        _engine.dfa_minimize(table, accepting, start)
+
+
+def test_bad_product_and_string_arguments_are_refused() -> None:
+    t, a = _table([{}, {97: 1}]), b"\0\1"
+    with pytest.raises(GrammarError, match="op must be 'and', 'or' or 'minus', got \"xor\""):
+        _engine.dfa_product(t, a, 1, t, a, 1, "xor", 10)
+    lengths = np.array([2, 1], dtype=np.uint32).tobytes()
+    with pytest.raises(GrammarError, match="sorted and distinct"):
+        _engine.dfa_from_strings(b"bba", lengths)
+    with pytest.raises(GrammarError, match="more than the data"):
+        _engine.dfa_from_strings(b"bb", lengths)
+    with pytest.raises(GrammarError, match="less than the data"):
+        _engine.dfa_from_strings(b"abcd", lengths)
