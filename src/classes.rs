@@ -13,6 +13,14 @@ pub trait Cells {
     fn n_cells(&self) -> usize;
     /// Cell `i` (`i < n_cells()`).
     fn cell(&self, i: usize) -> u32;
+
+    /// Row `r` of a table `out.len()` cells wide, into `out`.
+    fn read_row(&self, r: usize, out: &mut [u32]) {
+        let w = out.len();
+        for (c, x) in out.iter_mut().enumerate() {
+            *x = self.cell(r * w + c);
+        }
+    }
 }
 
 impl Cells for [u32] {
@@ -23,6 +31,11 @@ impl Cells for [u32] {
     #[inline]
     fn cell(&self, i: usize) -> u32 {
         self[i]
+    }
+
+    fn read_row(&self, r: usize, out: &mut [u32]) {
+        let w = out.len();
+        out.copy_from_slice(&self[r * w..(r + 1) * w]);
     }
 }
 
@@ -38,6 +51,14 @@ impl Cells for NeBytes<'_> {
     fn cell(&self, i: usize) -> u32 {
         let b = &self.0[4 * i..4 * i + 4];
         u32::from_ne_bytes([b[0], b[1], b[2], b[3]])
+    }
+
+    fn read_row(&self, r: usize, out: &mut [u32]) {
+        let w = out.len();
+        let bytes = &self.0[4 * r * w..4 * (r + 1) * w];
+        for (x, b) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+            *x = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
+        }
     }
 }
 
@@ -70,36 +91,73 @@ impl ByteClasses {
         debug_assert!(width > 0 && table.n_cells() % width == 0);
         debug_assert!(pre.iter().all(|&c| usize::from(c) < width));
         let rows = table.n_cells() / width;
-        // a hash per column, built row by row (cache friendly), then exact checks per group
+        // a hash per column, built row by row (cache friendly)
+        let mut row = vec![0u32; width];
         let mut hash = vec![0u64; width];
         for r in 0..rows {
-            for (c, h) in hash.iter_mut().enumerate() {
+            table.read_row(r, &mut row);
+            for (h, &x) in hash.iter_mut().zip(&row) {
                 *h = h
                     .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-                    .wrapping_add(u64::from(table.cell(r * width + c)) + 1);
+                    .wrapping_add(u64::from(x) + 1);
             }
         }
+        // classes by hash, numbered by first appearance; then checked row by row: every column
+        // equals its class's first (a collision, never seen, takes the exact path below)
+        let mut map = [0u8; 256];
+        let mut reps: Vec<u8> = Vec::new();
+        let mut ids: HashMap<u64, u8> = HashMap::default();
+        for b in 0..256usize {
+            // at most 256 classes, numbered 0..=255
+            map[b] = *ids.entry(hash[usize::from(pre[b])]).or_insert_with(|| {
+                reps.push(b as u8);
+                (reps.len() - 1) as u8
+            });
+        }
+        let mut rep_col = vec![usize::MAX; width]; // column -> its class's first column
+        for b in 0..256usize {
+            rep_col[usize::from(pre[b])] = usize::from(pre[usize::from(reps[usize::from(map[b])])]);
+        }
+        let cols: Vec<(usize, usize)> = (0..width)
+            .filter(|&c| rep_col[c] != usize::MAX && rep_col[c] != c)
+            .map(|c| (c, rep_col[c]))
+            .collect();
+        let hashed_right = (0..rows).all(|r| {
+            table.read_row(r, &mut row);
+            cols.iter().all(|&(c, rc)| row[c] == row[rc])
+        });
+        if hashed_right {
+            return ByteClasses {
+                map,
+                count: reps.len(),
+                reps,
+            };
+        }
+        Self::of_columns_exactly(pre, table, width)
+    }
+
+    /// [`ByteClasses::of_classed_table`] by comparing whole columns (column by column: slow on a
+    /// large table, so only after a hash collision).
+    fn of_columns_exactly<C: Cells + ?Sized>(
+        pre: &[u8; 256],
+        table: &C,
+        width: usize,
+    ) -> ByteClasses {
+        let rows = table.n_cells() / width;
         let same = |a: usize, b: usize| {
             a == b || (0..rows).all(|r| table.cell(r * width + a) == table.cell(r * width + b))
         };
         let mut map = [0u8; 256];
         let mut reps: Vec<u8> = Vec::new();
-        let mut groups: HashMap<u64, Vec<u8>> = HashMap::default(); // hash -> classes with that hash
         for b in 0..256usize {
             let col = usize::from(pre[b]);
-            let group = groups.entry(hash[col]).or_default();
-            let found = group
-                .iter()
-                .copied()
-                .find(|&c| same(usize::from(pre[usize::from(reps[usize::from(c)])]), col));
+            let found =
+                (0..reps.len()).find(|&c| same(usize::from(pre[usize::from(reps[c])]), col));
             map[b] = match found {
-                Some(c) => c,
+                Some(c) => c as u8,
                 None => {
-                    // at most 256 classes, numbered 0..=255
-                    let c = reps.len() as u8;
                     reps.push(b as u8);
-                    group.push(c);
-                    c
+                    (reps.len() - 1) as u8
                 }
             };
         }
@@ -251,6 +309,26 @@ mod tests {
             want.reduce(&dense)
         );
         assert_eq!(got.sizes(), vec![253, 3]);
+    }
+
+    #[test]
+    fn the_hashed_classes_equal_the_exact_ones() {
+        // the path taken after a hash collision gives what the hashed path gives
+        let mut rng = crate::test_rng::Rng(99);
+        for _ in 0..200 {
+            let rows = 1 + rng.below(6);
+            let width = 1 + rng.below(12);
+            let table: Vec<u32> = (0..rows * width).map(|_| rng.below(3) as u32).collect();
+            let mut pre = [0u8; 256];
+            for p in pre.iter_mut() {
+                *p = rng.below(width) as u8;
+            }
+            let hashed = ByteClasses::of_classed_table(&pre, &table[..], width);
+            assert_eq!(
+                hashed,
+                ByteClasses::of_columns_exactly(&pre, &table[..], width)
+            );
+        }
     }
 
     #[test]

@@ -133,3 +133,11 @@ def test_bad_product_and_string_arguments_are_refused() -> None:
         _engine.dfa_from_strings(b"bb", lengths)
     with pytest.raises(GrammarError, match="less than the data"):
         _engine.dfa_from_strings(b"abcd", lengths)
+
+
+@settings(max_examples=100, deadline=None)
+@given(d=st.one_of(small_dfas(), dfas()))
+def test_byte_classes(d: DFA) -> None:
+    got, k = kernels.byte_classes(d)
+    want, k2 = column_classes(d.transitions)
+    assert k == k2 and np.array_equal(got, want)

@@ -111,7 +111,7 @@ class DFA:
         """
         got: tuple[npt.NDArray[np.int32], int] | None = self.__dict__.get("_classes")
         if got is None:
-            got = column_classes(self.transitions)
+            got = kernels.byte_classes(self) if kernels.available() else column_classes(self.transitions)
             object.__setattr__(self, "_classes", got)
         return got
 

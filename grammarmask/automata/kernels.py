@@ -1,5 +1,5 @@
 """The hot loops of this package in Rust (``grammarmask._engine``, src/automata/), used whenever
-the extension imports: minimisation (Hopcroft 1971 over byte classes), products, and string sets.
+the extension imports: minimisation (Hopcroft 1971 over byte classes), products, string sets and byte classes.
 
 Each returns the DFA the Python function beside it returns, state for state (the same numbering;
 tests/test_automata_kernels.py holds them equal on random automata), so the process-wide cache of
@@ -22,7 +22,7 @@ try:
 except ImportError:  # a checkout whose extension was never built: the Python functions run
     _engine = None  # type: ignore[assignment]
 
-__all__ = ["available", "from_strings", "minimize", "product"]
+__all__ = ["available", "byte_classes", "from_strings", "minimize", "product"]
 
 
 def available() -> bool:
@@ -59,3 +59,9 @@ def from_strings(uniq: list[bytes]) -> DFA:
     """The minimal DFA of sorted, distinct byte strings (:func:`grammarmask.automata.ops._small_trie_dfa`)."""
     lengths = np.fromiter(map(len, uniq), dtype=np.uint32, count=len(uniq))
     return _dfa(_engine.dfa_from_strings(b"".join(uniq), lengths.tobytes()))
+
+
+def byte_classes(d: DFA) -> tuple[np.ndarray, int]:
+    """:func:`grammarmask.automata.dfa.column_classes` of ``d``'s table: one pass over it in Rust."""
+    classes, k = _engine.dfa_classes(d.transitions.tobytes())
+    return np.frombuffer(classes, dtype=np.uint8).astype(np.int32), k

@@ -9,18 +9,17 @@
 use super::Dfa;
 use crate::classes::{ByteClasses, Cells};
 
-/// The minimal trimmed DFA of the language of `table` (`n * 256` cells, read in place).
-pub fn minimize<C: Cells + ?Sized>(table: &C, accepting: &[bool], start: u32) -> Dfa {
-    let classes = ByteClasses::of_classed_table(&ByteClasses::identity().map, table, 256);
-    let k = classes.count;
-    let n = accepting.len();
-    let mut red = vec![0u32; n * k];
-    for s in 0..n {
-        for (c, &b) in classes.reps.iter().enumerate() {
-            red[s * k + c] = table.cell(s * 256 + usize::from(b));
-        }
-    }
-    minimize_reduced(&red, k, &classes.map, accepting, start)
+/// The minimal trimmed DFA of the language of `table` (`n * 256` cells, read in place), and its
+/// byte classes.
+pub fn minimize<C: Cells + ?Sized>(
+    table: &C,
+    accepting: &[bool],
+    start: u32,
+) -> (Dfa, ByteClasses) {
+    let ident = ByteClasses::identity().map;
+    let classes = ByteClasses::of_classed_table(&ident, table, 256);
+    let red = classes.reduce_classed(&ident, table, 256);
+    minimize_reduced(&red, classes.count, &classes.map, accepting, start)
 }
 
 /// [`minimize`] of a table read by class: `red[s * k + c]`, `map[b]` the class of byte `b` (bytes
@@ -31,10 +30,14 @@ pub fn minimize_reduced(
     map: &[u8; 256],
     accepting: &[bool],
     start: u32,
-) -> Dfa {
+) -> (Dfa, ByteClasses) {
     let (tr, acc, start) = match trim(red, k, accepting, start as usize) {
         Some(t) => t,
-        None => return Dfa::empty(),
+        None => {
+            let d = Dfa::empty();
+            let classes = d.classes();
+            return (d, classes);
+        }
     };
     let n = acc.len();
     let block = hopcroft(&tr, k, &acc);
@@ -48,7 +51,15 @@ pub fn minimize_reduced(
         }
     }
     if reps.len() == n {
-        return Dfa::expand(&tr, k, map, acc, start as u32);
+        let d = Dfa {
+            table: tr,
+            k,
+            map: *map,
+            accepting: acc,
+            start: start as u32,
+        };
+        let classes = d.classes();
+        return (d, classes);
     }
     let mut out = vec![0u32; reps.len() * k];
     for (r, &s) in reps.iter().enumerate() {
@@ -58,7 +69,15 @@ pub fn minimize_reduced(
     }
     let out_acc = reps.iter().map(|&s| acc[s]).collect();
     let out_start = rank[block[start] as usize];
-    Dfa::expand(&out, k, map, out_acc, out_start)
+    let d = Dfa {
+        table: out,
+        k,
+        map: *map,
+        accepting: out_acc,
+        start: out_start,
+    };
+    let classes = d.classes();
+    (d, classes)
 }
 
 /// The table of the states reachable from `start` that reach an accepting state, renumbered in
@@ -299,13 +318,13 @@ mod tests {
         table[2 * 256 + usize::from(b'b')] = 3;
         table[2 * 256 + usize::from(b'c')] = 4;
         let acc = [false, false, false, true, true];
-        let d = minimize(&table[..], &acc, 1);
+        let (d, _) = minimize(&table[..], &acc, 1);
         assert_eq!(d.n_states(), 4);
         assert_eq!(d.start, 1);
         assert_eq!(d.accepting, vec![false, false, false, true]);
-        assert_eq!(d.table[256 + usize::from(b'a')], 2);
-        assert_eq!(d.table[2 * 256 + usize::from(b'b')], 3);
-        assert_eq!(d.table[2 * 256 + usize::from(b'c')], 3);
+        assert_eq!(d.next(1, b'a'), 2);
+        assert_eq!(d.next(2, b'b'), 3);
+        assert_eq!(d.next(2, b'c'), 3);
     }
 
     #[test]
@@ -316,10 +335,10 @@ mod tests {
         table[256 + usize::from(b'b')] = 3;
         table[3 * 256 + usize::from(b'b')] = 3;
         let acc = [false, false, true, false, true];
-        let d = minimize(&table[..], &acc, 1);
+        let (d, _) = minimize(&table[..], &acc, 1);
         assert_eq!(d.n_states(), 3);
-        assert_eq!(d.table[256 + usize::from(b'b')], 0);
-        let empty = minimize(&table[..], &acc, 3);
+        assert_eq!(d.next(1, b'b'), 0);
+        let (empty, _) = minimize(&table[..], &acc, 3);
         assert_eq!(empty, Dfa::empty());
     }
 }

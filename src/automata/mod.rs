@@ -14,11 +14,16 @@ pub mod strings;
 use crate::classes::{ByteClasses, Cells};
 use crate::error::{Error, Result};
 
-/// A byte DFA: `table[s * 256 + b]` is the state after byte `b` in state `s`; state 0 is dead.
+/// A byte DFA read by byte class: `table[s * k + map[b]]` is the state after byte `b` in state
+/// `s`; state 0 is dead. (The classes need not be the coarsest: a dense table has 256.)
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dfa {
-    /// Row-major next states, 256 per state.
+    /// Row-major next states, `k` per state.
     pub table: Vec<u32>,
+    /// Columns per state.
+    pub k: usize,
+    /// The column of each byte.
+    pub map: [u8; 256],
     /// Whether each state is final.
     pub accepting: Vec<bool>,
     /// The initial state (0: the empty language).
@@ -26,13 +31,20 @@ pub struct Dfa {
 }
 
 impl Dfa {
+    /// A DFA with a column per byte.
+    pub fn dense(table: Vec<u32>, accepting: Vec<bool>, start: u32) -> Dfa {
+        Dfa {
+            table,
+            k: 256,
+            map: ByteClasses::identity().map,
+            accepting,
+            start,
+        }
+    }
+
     /// The DFA of the empty language: the dead state alone.
     pub fn empty() -> Dfa {
-        Dfa {
-            table: vec![0; 256],
-            accepting: vec![false],
-            start: 0,
-        }
+        Dfa::dense(vec![0; 256], vec![false], 0)
     }
 
     /// Number of states, the dead one included.
@@ -40,26 +52,25 @@ impl Dfa {
         self.accepting.len()
     }
 
-    /// The DFA of a table read by class (`red[s * k + c]`, `map[b]` the class of byte `b`).
-    pub fn expand(red: &[u32], k: usize, map: &[u8; 256], accepting: Vec<bool>, start: u32) -> Dfa {
-        let n = accepting.len();
-        let mut table = vec![0u32; n * 256];
-        for (s, row) in table.chunks_exact_mut(256).enumerate() {
-            let src = &red[s * k..(s + 1) * k];
-            for (b, cell) in row.iter_mut().enumerate() {
-                *cell = src[usize::from(map[b])];
+    /// The state after byte `b` in state `s`.
+    pub fn next(&self, s: u32, b: u8) -> u32 {
+        self.table[s as usize * self.k + usize::from(self.map[usize::from(b)])]
+    }
+
+    /// The dense table (`n * 256` cells) written into `out` as native-order int32 bytes.
+    pub fn write_dense(&self, out: &mut [u8]) {
+        debug_assert_eq!(out.len(), self.n_states() * 1024);
+        for (s, row) in out.chunks_exact_mut(1024).enumerate() {
+            let src = &self.table[s * self.k..(s + 1) * self.k];
+            for (cell, &c) in row.chunks_exact_mut(4).zip(&self.map) {
+                cell.copy_from_slice(&src[usize::from(c)].to_ne_bytes());
             }
-        }
-        Dfa {
-            table,
-            accepting,
-            start,
         }
     }
 
-    /// The byte classes of the table.
+    /// The byte classes of the table (coarsest, numbered by first appearance).
     pub fn classes(&self) -> ByteClasses {
-        ByteClasses::of_table(&self.table, self.n_states())
+        ByteClasses::of_classed_table(&self.map, &self.table[..], self.k)
     }
 }
 
@@ -83,13 +94,16 @@ pub fn check<C: Cells + ?Sized>(
             "{what}: state 0 must be the dead state (row of zeros, not accepting)"
         )));
     }
-    if let Some(i) = (0..table.n_cells()).find(|&i| table.cell(i) as usize >= n) {
-        return Err(Error::new(format!(
-            "{what}: state {} goes to {}, past the last state {}",
-            i / 256,
-            table.cell(i),
-            n - 1
-        )));
+    let mut row = [0u32; 256];
+    for s in 0..n {
+        table.read_row(s, &mut row);
+        if let Some(b) = row.iter().position(|&t| t as usize >= n) {
+            return Err(Error::new(format!(
+                "{what}: state {s} goes to {}, past the last state {}",
+                row[b],
+                n - 1
+            )));
+        }
     }
     if start >= n {
         return Err(Error::new(format!(

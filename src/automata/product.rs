@@ -39,14 +39,14 @@ pub struct Operand<'a, C: Cells + ?Sized> {
     pub start: u32,
 }
 
-/// The minimal DFA of `a op b`; an error when more than `limit` pairs are reached (checked after
+/// The minimal DFA of `a op b` and its byte classes; an error when more than `limit` pairs are reached (checked after
 /// each breadth-first level, as the Python code does).
 pub fn product<C: Cells + ?Sized>(
     a: &Operand<'_, C>,
     b: &Operand<'_, C>,
     op: Op,
     limit: usize,
-) -> Result<Dfa> {
+) -> Result<(Dfa, ByteClasses)> {
     let keep_half_dead = op != Op::Intersection;
     let ident = ByteClasses::identity().map;
     let ca = ByteClasses::of_classed_table(&ident, a.table, 256);
@@ -73,7 +73,9 @@ pub fn product<C: Cells + ?Sized>(
     let nb = b.accepting.len() as u64;
     let start = u64::from(a.start) * nb + u64::from(b.start);
     if start == 0 || (!keep_half_dead && (a.start == 0 || b.start == 0)) {
-        return Ok(Dfa::empty());
+        let d = Dfa::empty();
+        let classes = d.classes();
+        return Ok((d, classes));
     }
     let mut ids: HashMap<u64, u32> = HashMap::default();
     ids.insert(0, 0);
@@ -141,7 +143,7 @@ mod tests {
             }
             if w.len() < max_len {
                 for b in 0..256usize {
-                    let t = d.table[s as usize * 256 + b];
+                    let t = d.next(s, b as u8);
                     if t != 0 {
                         let mut v = w.clone();
                         v.push(b as u8);
@@ -165,7 +167,7 @@ mod tests {
             accepting: &b.accepting,
             start: b.start,
         };
-        product(&x, &y, op, 1000).unwrap()
+        product(&x, &y, op, 1000).unwrap().0
     }
 
     #[test]

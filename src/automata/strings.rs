@@ -67,11 +67,7 @@ pub fn from_strings(strings: &[Vec<u8>]) -> Dfa {
         }
         accepting[r] = fin[node];
     }
-    Dfa {
-        table,
-        accepting,
-        start: row(rep[1]),
-    }
+    Dfa::dense(table, accepting, row(rep[1]))
 }
 
 #[cfg(test)]
@@ -81,7 +77,7 @@ mod tests {
     fn accepts(d: &Dfa, w: &[u8]) -> bool {
         let mut s = d.start as usize;
         for &b in w {
-            s = d.table[s * 256 + usize::from(b)] as usize;
+            s = d.next(s as u32, b) as usize;
         }
         d.accepting[s]
     }

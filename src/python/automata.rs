@@ -10,7 +10,7 @@ use pyo3::types::PyBytes;
 use super::{guarded, to_usize, whole_words};
 use crate::automata::product::{product, Op, Operand};
 use crate::automata::{check, minimize::minimize, strings::from_strings, Dfa};
-use crate::classes::{Cells, NeBytes};
+use crate::classes::{ByteClasses, Cells, NeBytes};
 use crate::error::{Error, Result};
 
 type DfaParts<'py> = (
@@ -21,17 +21,19 @@ type DfaParts<'py> = (
     usize,
 );
 
-fn parts(py: Python<'_>, d: Dfa) -> DfaParts<'_> {
-    let classes = d.classes();
-    let table: Vec<u8> = d.table.iter().flat_map(|c| c.to_ne_bytes()).collect();
+fn parts(py: Python<'_>, (d, classes): (Dfa, ByteClasses)) -> PyResult<DfaParts<'_>> {
+    let table = PyBytes::new_with(py, 1024 * d.n_states(), |buf| {
+        d.write_dense(buf);
+        Ok(())
+    })?;
     let accepting: Vec<u8> = d.accepting.iter().map(|&a| u8::from(a)).collect();
-    (
-        PyBytes::new(py, &table),
+    Ok((
+        table,
         PyBytes::new(py, &accepting),
         d.start,
         PyBytes::new(py, &classes.map),
         classes.count,
-    )
+    ))
 }
 
 fn flags(accepting: &Bound<'_, PyBytes>) -> Vec<bool> {
@@ -66,7 +68,7 @@ pub fn dfa_minimize<'py>(
         let (cells, start) = checked(table, &accepting, start, "dfa_minimize")?;
         Ok(minimize(&cells, &accepting, start))
     })?;
-    Ok(parts(py, d))
+    parts(py, d)
 }
 
 /// `dfa_product(a..., b..., op, limit)`: the minimal DFA of `L(a) op L(b)`, `op` one of
@@ -113,7 +115,32 @@ pub fn dfa_product<'py>(
         };
         product(&a, &b, op, limit)
     })?;
-    Ok(parts(py, d))
+    parts(py, d)
+}
+
+/// `dfa_classes(transitions)`: the byte classes of a table of `n * 256` int32 cells (256 bytes, the
+/// class of each byte in order of first appearance) and their number.
+#[pyfunction]
+pub fn dfa_classes<'py>(
+    py: Python<'py>,
+    transitions: &Bound<'py, PyBytes>,
+) -> PyResult<(Bound<'py, PyBytes>, usize)> {
+    let table = transitions.as_bytes();
+    let classes = guarded(py, move || {
+        whole_words(table, "dfa_classes")?;
+        if table.len() % 1024 != 0 {
+            return Err(Error::new(format!(
+                "dfa_classes: {} cells is not 256 per state",
+                table.len() / 4
+            )));
+        }
+        Ok(ByteClasses::of_classed_table(
+            &ByteClasses::identity().map,
+            &NeBytes(table),
+            256,
+        ))
+    })?;
+    Ok((PyBytes::new(py, &classes.map), classes.count))
 }
 
 /// `dfa_from_strings(data, lengths)`: the minimal DFA of a set of byte strings, given sorted and
@@ -150,7 +177,9 @@ pub fn dfa_from_strings<'py>(
                 "dfa_from_strings: the strings must be sorted and distinct",
             ));
         }
-        Ok(from_strings(&strings))
+        let d = from_strings(&strings);
+        let classes = d.classes();
+        Ok((d, classes))
     })?;
-    Ok(parts(py, d))
+    parts(py, d)
 }
