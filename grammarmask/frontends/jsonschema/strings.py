@@ -281,16 +281,12 @@ def key_not_in(words: Iterable[str]) -> str:
     # When no key has a character with an escaped form, escapes never continue the trie: leaving it
     # by an escape is "any trie path, then an escape", written once instead of at every node.
     plain = all(ord(c) >= 0x20 and c not in '"\\/' for w in trie_words(trie) for c in w)
-    escape_only: Ranges = [(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x2F, 0x2F)]
 
     def deviate(node: dict[str, Any]) -> str | None:
         """Trie paths followed by one character that leaves the trie (the rest is free)."""
         kids = sorted(k for k in node if k)
         alts = [literal(k) + d for k in kids if (d := deviate(node[k])) is not None]
-        out = _complement([(ord(k), ord(k)) for k in kids])
-        if plain:  # raw characters only; "/" is raw-only here and its escape joins the shared part
-            out = _intersect(out, _complement(escape_only))
-        other = encode_set(out)
+        other = _other_char("".join(kids), plain)
         if other:
             alts.append(other)
         return _group(alts) if alts else None
@@ -311,7 +307,7 @@ def key_not_in(words: Iterable[str]) -> str:
     parts = []
     d = deviate(trie)
     if plain:
-        esc = encode_set(escape_only) or ""
+        esc = encode_set(_ESCAPED) or ""
         d = _group([x for x in (d, paths(trie) + esc) if x])
     if d is not None:
         parts.append(f"{d}{_ANY_CANON}*")
@@ -319,6 +315,19 @@ def key_not_in(words: Iterable[str]) -> str:
     if p is not None:
         parts.append(p)
     return _group(parts) if parts else NOTHING
+
+
+@lru_cache(maxsize=8192)  # a key trie's nodes mostly go on by one character, asked over and over
+def _other_char(kids: str, plain: bool) -> str | None:
+    """Regex for one character that is none of ``kids`` (and, if ``plain``, not one with an escaped
+    form: see :func:`key_not_in`); None if there is none."""
+    out = _complement([(ord(k), ord(k)) for k in kids])
+    if plain:  # raw characters only; "/" is raw-only here and its escape joins the shared part
+        out = _intersect(out, _complement(_ESCAPED))
+    return encode_set(out)
+
+
+_ESCAPED: Ranges = [(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x2F, 0x2F)]  # characters with an escape
 
 
 def key_not_in_terminal(words: Iterable[str]) -> Pat:
