@@ -88,7 +88,7 @@ def compile_through(grammar: Grammar, vocab: Vocabulary, key: Hashable, limits: 
     made, costly = disk_cache.made_costly(make)
     snap = _snapshot(made) if costly else None
     if snap is not None:
-        disk_cache.store("compiled", dkey, snap, packed=True)
+        disk_cache.store_later("compiled", dkey, snap, packed=True)
     return made
 
 

@@ -80,8 +80,15 @@ def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "cache"
 
 
+def _entries(cache_dir: Path, pattern: str) -> list[Path]:
+    """The entries named by ``pattern`` once every entry handed to the background writer is written."""
+    disk_cache.flush()
+    return list(cache_dir.glob(pattern))
+
+
 def _no_building(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make every expensive step fail: what runs after this must come from the disk entries."""
+    disk_cache.flush()  # on disk, not still waiting for the writer: the next compile reads the file
 
     def fail(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("built again instead of read from the disk cache")
@@ -120,7 +127,7 @@ def _walk_equal(a: gm.CompiledGrammar, b: gm.CompiledGrammar, seed: int, steps: 
 def test_a_hit_masks_as_the_miss(name: str, engine: str, cache_dir: Path,
                                  monkeypatch: pytest.MonkeyPatch) -> None:
     made = _grammars()[name].compile(_vocab(), engine=engine)
-    kinds = sorted(p.name.split("-")[0] for p in cache_dir.glob("*.pickle.z"))
+    kinds = sorted(p.name.split("-")[0] for p in _entries(cache_dir, "*.pickle.z"))
     assert kinds == ["compiled", "gbnf", "json", "lark"]  # the three front ends' IR, one compile
     json_schema._RULES_CACHE.clear()
     _no_building(monkeypatch)
@@ -197,13 +204,14 @@ def test_bad_input_is_still_refused_on_a_hit(cache_dir: Path) -> None:
 
 def test_an_unreadable_entry_is_made_again(cache_dir: Path) -> None:
     made = _grammars()["json"].compile(_vocab())
-    entries = [*cache_dir.glob("json-*.pickle.z"), *cache_dir.glob("compiled-*.pickle.z")]
+    entries = [*_entries(cache_dir, "json-*.pickle.z"), *_entries(cache_dir, "compiled-*.pickle.z")]
     assert len(entries) == 2
     for e in entries:
         e.write_bytes(b"not zlib")
     json_schema._RULES_CACHE.clear()
     again = _grammars()["json"].compile(_vocab())
     assert _walk_equal(made, again, 0) > 5
+    disk_cache.flush()
     for e in entries:  # written again, readable
         assert pickle.loads(zlib.decompress(e.read_bytes()))
 
@@ -223,9 +231,9 @@ def test_keys_follow_limits_engine_and_vocabulary(cache_dir: Path) -> None:
     tokens = [*_vocab().token_bytes[:-1], b"stmt", b""]
     other = gm.Vocabulary(tokens, eos_token_id=len(tokens) - 1)
     g.compile(other, engine="python")
-    assert len(list(cache_dir.glob("compiled-*"))) == 4
+    assert len(_entries(cache_dir, "compiled-*")) == 4
     g.compile(_vocab(), engine="python")  # the first again: no new entry
-    assert len(list(cache_dir.glob("compiled-*"))) == 4
+    assert len(_entries(cache_dir, "compiled-*")) == 4
 
 
 def test_only_costly_work_is_written(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -236,13 +244,13 @@ def test_only_costly_work_is_written(cache_dir: Path, monkeypatch: pytest.Monkey
         warnings.simplefilter("ignore", SchemaWarning)
         for g in _grammars().values():
             g.compile(_vocab(), engine="python")
-        assert not [p for p in cache_dir.glob("*") if not p.name.startswith("vocabulary")]
+        assert not [p for p in _entries(cache_dir, "*") if not p.name.startswith("vocabulary")]
         monkeypatch.setenv("GRAMMARMASK_CACHE_MIN_MS", "0")
         json_schema._RULES_CACHE.clear()
         other = gm.Limits(cfg_masks=999)  # another key: the grammars compile again
         for g in _grammars().values():
             g.compile(_vocab(), engine="python", limits=other)
-    assert len(list(cache_dir.glob("compiled-*"))) == len(_grammars())
+    assert len(_entries(cache_dir, "compiled-*")) == len(_grammars())
     monkeypatch.setenv("GRAMMARMASK_CACHE_MIN_MS", "soon")
     with pytest.raises(GrammarError, match="GRAMMARMASK_CACHE_MIN_MS"):
         disk_cache.worth_storing(0.1)
@@ -283,7 +291,7 @@ def test_a_loader_function_in_import_paths_is_not_stored(cache_dir: Path) -> Non
     g = gm.Lark(LARK, import_paths=[nothing_here])
     assert g._disk_extra() is None
     g.compile(_vocab())
-    assert list(cache_dir.glob("*.pickle.z")) == []
+    assert _entries(cache_dir, "*.pickle.z") == []
 
 
 def test_off_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -298,7 +306,7 @@ def test_a_large_regex_dfa_is_read_back(cache_dir: Path, monkeypatch: pytest.Mon
     big, small = r"[a-z]{1,300}(@[0-9]+)?", r"[a-z]+@[0-9]+"
     made = gm.Regex(big).to_dfa()
     assert made.n_states >= regex_frontend.DISK_STATES > gm.Regex(small).to_dfa().n_states
-    assert len(list(cache_dir.glob("regex-dfa-*"))) == 1  # the small one is not stored
+    assert len(_entries(cache_dir, "regex-dfa-*")) == 1  # the small one is not stored
 
     def fail(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("built again")
@@ -321,7 +329,7 @@ def test_packed_dfas_are_exact(cache_dir: Path) -> None:
     dfas = [gm.Regex(p).to_dfa() for p in patterns]
     assert sorted(d.n_states >= disk_cache._PACK_STATES for d in dfas) == [False, True, True]
     assert disk_cache.store("test", "dfas", dfas, packed=True)
-    (entry,) = cache_dir.glob("test-*.pickle.z")
+    (entry,) = _entries(cache_dir, "test-*.pickle.z")
     assert zlib.decompress(entry.read_bytes()).count(b"_unpack_dfa") == 1  # the name, memoised
     back = disk_cache.load("test", "dfas", packed=True)
     for a, b in zip(dfas, back):

@@ -156,3 +156,39 @@ def test_a_bad_size_limit_is_named(cache_dir: Path, monkeypatch: pytest.MonkeyPa
 def test_no_size_limit(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GRAMMARMASK_CACHE_MAX_MB", "0")
     assert disk_cache.max_bytes() is None and disk_cache.sweep(cache_dir) == 0
+
+
+def test_a_later_store_is_read_while_it_waits_and_written_where_it_was_asked(
+    cache_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """store_later: the compile goes on while the writer works; a load meanwhile gets the value
+    itself; the entry lands in the directory in force when it was handed over, even if the
+    directory changes before it is written; flush waits for it."""
+    import threading
+
+    gate = threading.Event()
+    write = disk_cache._write
+
+    def slow_write(*args: Any) -> bool:
+        gate.wait(10)
+        return write(*args)
+
+    monkeypatch.setattr(disk_cache, "_write", slow_write)
+    value = {"rules": [1, 2, 3]}
+    disk_cache.store_later("later", "k", value, packed=True)
+    assert disk_cache.load("later", "k", packed=True) is value  # pending: the object itself
+    monkeypatch.setenv("GRAMMARMASK_CACHE_DIR", str(tmp_path / "elsewhere"))
+    gate.set()
+    disk_cache.flush()
+    assert not (tmp_path / "elsewhere").exists()
+    monkeypatch.setenv("GRAMMARMASK_CACHE_DIR", str(cache_dir))
+    back = disk_cache.load("later", "k", packed=True)
+    assert back == value and back is not value  # read from the file now
+    assert len(list(cache_dir.glob("later-*.pickle.z"))) == 1
+
+
+def test_a_value_that_does_not_pickle_is_left_out_quietly(cache_dir: Path) -> None:
+    disk_cache.store_later("later", "lambda", lambda: None)
+    disk_cache.flush()
+    assert disk_cache.load("later", "lambda") is None
+    assert not list(cache_dir.glob("later-*"))

@@ -226,7 +226,7 @@ class JsonSchema(Grammar):
 
                 made, costly = disk_cache.made_costly(make)
                 if stable(key) and costly:
-                    disk_cache.store("json-schema-rules", key, made, packed=True)
+                    disk_cache.store_later("json-schema-rules", key, made, packed=True)
                 hit = made
             _RULES_CACHE.put(key, hit)
             level = _caller_stacklevel()

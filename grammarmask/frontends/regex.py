@@ -42,7 +42,7 @@ def _dfa(pattern: str, flags: int, max_states: int) -> DFA:
         return hit
     dfa = regex_to_dfa(pattern, flags, max_states=max_states)
     if dfa.n_states >= DISK_STATES:
-        disk_cache.store("regex-dfa", key, dfa, packed=True)
+        disk_cache.store_later("regex-dfa", key, dfa, packed=True)
     return dfa
 
 
