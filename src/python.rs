@@ -769,6 +769,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(automata::dfa_product, m)?)?;
     m.add_function(wrap_pyfunction!(automata::dfa_from_strings, m)?)?;
     m.add_function(wrap_pyfunction!(automata::dfa_classes, m)?)?;
+    m.add_function(wrap_pyfunction!(automata::dfa_determinize, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

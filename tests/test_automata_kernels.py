@@ -1,6 +1,7 @@
 """The Rust automata kernels (src/automata/, :mod:`grammarmask.automata.kernels`) against the Python
-code they replace: the same DFA state for state (table, accepting states, start), the same byte
-classes as the table's, the same errors; and bad input refused with an error naming it."""
+code they replace (minimisation, products, string sets, byte classes, the subset construction): the
+same DFA state for state (table, accepting states, start), the same byte classes as the table's, the
+same errors; and bad input refused with an error naming it."""
 
 from __future__ import annotations
 
@@ -12,10 +13,13 @@ from hypothesis import strategies as st
 from grammarmask import GrammarError, _engine
 from grammarmask.automata import kernels
 from grammarmask.automata.dfa import DFA, column_classes, minimize_python
+from grammarmask.automata.nfa import NFA, determinize, determinize_python
 from grammarmask.automata.ops import _small_trie_dfa, from_strings, pair_dfa_python
+from grammarmask.automata.regex import _Builder, parse
 
 from .support import isomorphic
 from .support_automata import dfas, small_dfas
+from .support_regex import Pattern, patterns
 
 
 def same(a: DFA, b: DFA) -> bool:
@@ -141,3 +145,32 @@ def test_byte_classes(d: DFA) -> None:
     got, k = kernels.byte_classes(d)
     want, k2 = column_classes(d.transitions)
     assert k == k2 and np.array_equal(got, want)
+
+
+def _nfa_of(pattern: str, flags: int) -> tuple[NFA, int, int]:
+    """The Thompson NFA regex_to_dfa builds for ``pattern`` when it takes the subset construction."""
+    tree = parse(pattern, flags)
+    nfa = NFA()
+    start, final = nfa.new_state(), nfa.new_state()
+    _Builder(nfa, pattern).build(tree, int(tree.state.flags) | flags, start, final)
+    return nfa, start, final
+
+
+@settings(max_examples=300, deadline=None)
+@given(p=patterns(anchors=True))
+def test_subset_construction(p: Pattern) -> None:
+    nfa, start, final = _nfa_of(p.re_text, p.flags)
+    got = kernels.determinize(nfa, start, final, 100_000, None)
+    assert isinstance(got, DFA)
+    assert same(got, determinize_python(nfa, start, final, max_states=100_000))
+    assert classes_right(got)
+
+
+@pytest.mark.parametrize(("max_states", "max_work", "error"), [
+    (20, None, "more than 20 states"), (100_000, 50, "regex_subset_work"),
+])
+def test_the_subset_construction_bounds(max_states: int, max_work: int | None, error: str) -> None:
+    nfa, start, final = _nfa_of("(?:a|b)*a(?:a|b){6}", 0)  # 256 states
+    for f in (determinize, determinize_python):
+        with pytest.raises(GrammarError, match=error):
+            f(nfa, start, final, max_states=max_states, max_work=max_work)

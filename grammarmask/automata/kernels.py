@@ -1,5 +1,6 @@
 """The hot loops of this package in Rust (``grammarmask._engine``, src/automata/), used whenever
-the extension imports: minimisation (Hopcroft 1971 over byte classes), products, string sets and byte classes.
+the extension imports: minimisation (Hopcroft 1971 over byte classes), products, string sets,
+byte classes and the subset construction.
 
 Each returns the DFA the Python function beside it returns, state for state (the same numbering;
 tests/test_automata_kernels.py holds them equal on random automata), so the process-wide cache of
@@ -10,19 +11,20 @@ automata of a grammar are small, so a JSON Schema's terminals took 80% of its co
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 if TYPE_CHECKING:
     from .dfa import DFA
+    from .nfa import NFA
 
 try:
     from .. import _engine
 except ImportError:  # a checkout whose extension was never built: the Python functions run
     _engine = None  # type: ignore[assignment]
 
-__all__ = ["available", "byte_classes", "from_strings", "minimize", "product"]
+__all__ = ["available", "byte_classes", "determinize", "from_strings", "minimize", "product"]
 
 
 def available() -> bool:
@@ -65,3 +67,18 @@ def byte_classes(d: DFA) -> tuple[np.ndarray, int]:
     """:func:`grammarmask.automata.dfa.column_classes` of ``d``'s table: one pass over it in Rust."""
     classes, k = _engine.dfa_classes(d.transitions.tobytes())
     return np.frombuffer(classes, dtype=np.uint8).astype(np.int32), k
+
+
+def determinize(nfa: NFA, start: int, final: int, max_states: int, max_work: int | None) -> DFA | str:
+    """:func:`grammarmask.automata.nfa.determinize_python`'s DFA, or ``"states"`` / ``"work"`` when
+    its bound was passed (the caller raises the error it documents)."""
+
+    def flat(lists: list[list[Any]], width: int) -> tuple[bytes, bytes]:
+        ptr = np.zeros(len(lists) + 1, dtype=np.uint32)
+        np.cumsum([len(x) for x in lists], out=ptr[1:])
+        items = [v for x in lists for item in x for v in ((item,) if width == 1 else item)]
+        return ptr.tobytes(), np.array(items, dtype=np.uint32).tobytes()
+
+    ok, got = _engine.dfa_determinize(*flat(nfa.eps, 1), *flat(nfa.edges, 3), *flat(nfa.asserts, 2),
+                                      start, final, max_states, -1 if max_work is None else max_work)
+    return _dfa(got) if ok else got

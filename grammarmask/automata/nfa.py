@@ -16,9 +16,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import BudgetExceeded, GrammarError
-from .dfa import DFA, minimize
+from . import kernels
+from .dfa import DFA, minimize_python
 
-__all__ = ["NFA", "determinize"]
+__all__ = ["NFA", "determinize", "determinize_python"]
 
 FREE, NEXT_NL, REST_NL, END = 0, 1, 2, 3
 DEAD_MODE = -1
@@ -100,6 +101,24 @@ def _closure(nfa: NFA, kernel: list[int], at_start: bool, prev_nl: bool) -> froz
 
 
 def determinize(nfa: NFA, start: int, final: int, *, max_states: int, max_work: int | None = None) -> DFA:
+    """:func:`determinize_python`'s DFA, built in Rust when the extension imports (:mod:`.kernels`)."""
+    if not kernels.available():
+        return determinize_python(nfa, start, final, max_states=max_states, max_work=max_work)
+    got = kernels.determinize(nfa, start, final, max_states, max_work)
+    if got == "states":
+        raise GrammarError(_TOO_COMPLEX.format(max_states))
+    if got == "work":
+        raise BudgetExceeded("regex_subset_work", max_work, _TOO_MUCH_WORK)
+    return got  # type: ignore[return-value]
+
+
+_TOO_COMPLEX = ("pattern too complex: its DFA needs more than {} states (raise max_states, or simplify "
+                "the pattern)")
+_TOO_MUCH_WORK = "the subset construction visits more NFA states than this"
+
+
+def determinize_python(nfa: NFA, start: int, final: int, *, max_states: int,
+                       max_work: int | None = None) -> DFA:
     """Subset construction, then trimming and minimisation.
 
     Raises :class:`GrammarError` as soon as more than ``max_states`` DFA states are needed, and
@@ -162,15 +181,11 @@ def determinize(nfa: NFA, start: int, final: int, *, max_states: int, max_work: 
             if tid is None:
                 tid = len(index)
                 if tid > max_states:
-                    raise GrammarError(
-                        f"pattern too complex: its DFA needs more than {max_states} states "
-                        "(raise max_states, or simplify the pattern)"
-                    )
+                    raise GrammarError(_TOO_COMPLEX.format(max_states))
                 index[closed] = tid
                 work += len(closed)
                 if max_work is not None and work > max_work:
-                    what = "the subset construction visits more NFA states than this"
-                    raise BudgetExceeded("regex_subset_work", max_work, what)
+                    raise BudgetExceeded("regex_subset_work", max_work, _TOO_MUCH_WORK)
                 accepting.append(fin_free in closed or fin_end in closed)
                 todo.append(closed)
             rows_s.append(sid)
@@ -187,4 +202,4 @@ def determinize(nfa: NFA, start: int, final: int, *, max_states: int, max_work: 
         offs = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
         flat_b = np.repeat(lo_arr, lens) + offs
         table[flat_s, flat_b] = np.repeat(np.array(rows_t, dtype=np.int32), lens)
-    return minimize(DFA(table, np.array(accepting, dtype=np.bool_), 1))
+    return minimize_python(DFA(table, np.array(accepting, dtype=np.bool_), 1))

@@ -1,6 +1,7 @@
 //! Byte DFAs built at compile time: trimming and minimisation ([`minimize`]), products
-//! ([`product`]) and finite string sets ([`strings`]). These are the hot loops of
-//! `grammarmask.automata` (`dfa.minimize`, `ops.product`/`union`/`difference`, `ops.from_strings`);
+//! ([`product`]), finite string sets ([`strings`]) and the subset construction ([`subset`]). These are the hot loops of
+//! `grammarmask.automata` (`dfa.minimize`, `ops.product`/`union`/`difference`, `ops.from_strings`,
+//! `nfa.determinize`);
 //! the Python functions stay as their specification, and each result here equals theirs state for
 //! state (same numbering), so either may fill the process-wide cache of automata.
 //!
@@ -10,6 +11,7 @@
 pub mod minimize;
 pub mod product;
 pub mod strings;
+pub mod subset;
 
 use crate::classes::{ByteClasses, Cells};
 use crate::error::{Error, Result};

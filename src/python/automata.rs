@@ -9,6 +9,7 @@ use pyo3::types::PyBytes;
 
 use super::{guarded, to_usize, whole_words};
 use crate::automata::product::{product, Op, Operand};
+use crate::automata::subset::{determinize, Nfa, Stop};
 use crate::automata::{check, minimize::minimize, strings::from_strings, Dfa};
 use crate::classes::{ByteClasses, Cells, NeBytes};
 use crate::error::{Error, Result};
@@ -182,4 +183,79 @@ pub fn dfa_from_strings<'py>(
         Ok((d, classes))
     })?;
     parts(py, d)
+}
+
+fn u32s(data: &[u8], what: &str) -> Result<Vec<u32>> {
+    whole_words(data, what)?;
+    let cells = NeBytes(data);
+    Ok((0..cells.n_cells()).map(|i| cells.cell(i)).collect())
+}
+
+/// `dfa_determinize(eps_ptr, eps, edge_ptr, edges, assert_ptr, asserts, start, final, max_states,
+/// max_work)`: the minimal DFA of a Thompson NFA given as uint32 lists (native order): per state,
+/// its epsilon targets, its byte edges `(lo, hi, target)` and its anchors `(kind, target)`, each a
+/// flat list with a pointer list of `n + 1` offsets (in items); `max_work` -1 for no bound.
+/// Returns `(True, dfa parts)`, or `(False, "states")` / `(False, "work")` when a bound was passed
+/// (the caller raises the error it documents).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub fn dfa_determinize<'py>(
+    py: Python<'py>,
+    eps_ptr: &Bound<'py, PyBytes>,
+    eps: &Bound<'py, PyBytes>,
+    edge_ptr: &Bound<'py, PyBytes>,
+    edges: &Bound<'py, PyBytes>,
+    assert_ptr: &Bound<'py, PyBytes>,
+    asserts: &Bound<'py, PyBytes>,
+    start: i64,
+    final_state: i64,
+    max_states: i64,
+    max_work: i64,
+) -> PyResult<(bool, Py<PyAny>)> {
+    let raw = [eps_ptr, eps, edge_ptr, edges, assert_ptr, asserts].map(|b| b.as_bytes());
+    let got = guarded(py, move || {
+        let [ep, e, gp, g, ap, a] = raw;
+        let (ep, e, gp, ap) = (
+            u32s(ep, "nfa: eps_ptr")?,
+            u32s(e, "nfa: eps")?,
+            u32s(gp, "nfa: edge_ptr")?,
+            u32s(ap, "nfa: assert_ptr")?,
+        );
+        let g = u32s(g, "nfa: edges")?;
+        let a = u32s(a, "nfa: asserts")?;
+        if g.len() % 3 != 0 || a.len() % 2 != 0 {
+            return Err(Error::new("nfa: edges come in threes and anchors in pairs"));
+        }
+        let g: Vec<(u32, u32, u32)> = g.chunks_exact(3).map(|c| (c[0], c[1], c[2])).collect();
+        let a: Vec<(u32, u32)> = a.chunks_exact(2).map(|c| (c[0], c[1])).collect();
+        let nfa = Nfa {
+            eps_ptr: &ep,
+            eps: &e,
+            edge_ptr: &gp,
+            edges: &g,
+            assert_ptr: &ap,
+            asserts: &a,
+        };
+        let start = to_usize(start, "nfa: start")?;
+        let final_state = to_usize(final_state, "nfa: final")?;
+        nfa.check(start, final_state).map_err(Error::new)?;
+        let max_states = to_usize(max_states, "nfa: max_states")?;
+        let max_work = if max_work < 0 {
+            None
+        } else {
+            Some(max_work as usize)
+        };
+        Ok(determinize(
+            &nfa,
+            start as u32,
+            final_state as u32,
+            max_states,
+            max_work,
+        ))
+    })?;
+    Ok(match got {
+        Ok(d) => (true, parts(py, d)?.into_pyobject(py)?.into_any().unbind()),
+        Err(Stop::States(_)) => (false, "states".into_pyobject(py)?.into_any().unbind()),
+        Err(Stop::Work(_)) => (false, "work".into_pyobject(py)?.into_any().unbind()),
+    })
 }
