@@ -262,9 +262,10 @@ class Vocabulary:
         h = hashlib.blake2b(digest_size=16)
         h.update(f"{self.size}:{self.eos_token_id}:{sorted(self.special_ids)}".encode())
         h.update(repr(sorted(self.special_token_names.items())).encode())
-        for b in self.token_bytes:
-            h.update(len(b).to_bytes(2, "little"))
-            h.update(b)
+        # the lengths, then the bytes: two calls, not two per token (131k tokens: 5 ms, not 140)
+        tb = self.token_bytes
+        h.update(np.fromiter(map(len, tb), dtype="<u4", count=len(tb)).tobytes())
+        h.update(b"".join(tb))
         return h.hexdigest()
 
     def decode(self, token_ids: Iterable[int], *, special_tokens: bool = False) -> bytes:

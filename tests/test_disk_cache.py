@@ -192,3 +192,12 @@ def test_a_value_that_does_not_pickle_is_left_out_quietly(cache_dir: Path) -> No
     disk_cache.flush()
     assert disk_cache.load("later", "lambda") is None
     assert not list(cache_dir.glob("later-*"))
+
+
+def test_the_fingerprint_names_the_tokens_and_their_boundaries() -> None:
+    def v(tokens: list[bytes]) -> gm.Vocabulary:
+        return gm.Vocabulary([*tokens, b""], eos_token_id=len(tokens))
+
+    assert v([b"ab", b"c"]).fingerprint == v([b"ab", b"c"]).fingerprint
+    assert v([b"ab", b"c"]).fingerprint != v([b"a", b"bc"]).fingerprint
+    assert v([b"ab", b"c"]).fingerprint != v([b"c", b"ab"]).fingerprint
