@@ -74,10 +74,13 @@ def regex_to_dfa(pattern: str, flags: int = 0, *, max_states: int = DEFAULT_MAX_
     if not isinstance(pattern, str):
         raise GrammarError(f"expected a str pattern, got {type(pattern).__name__}")
     limits = active()
-    check_depth(pattern, limits.regex_depth)
-    work = limits.regex_subset_work
-    return automaton(("regex_to_dfa", pattern, flags, max_states, work),
-                     lambda: _build(pattern, flags, max_states, work))
+    depth, work = limits.regex_depth, limits.regex_subset_work
+
+    def make() -> DFA:
+        check_depth(pattern, depth)  # only when built: a kept DFA passed it under the same budget
+        return _build(pattern, flags, max_states, work)
+
+    return automaton(("regex_to_dfa", pattern, flags, max_states, work, depth), make)
 
 
 _FRAMES = 8  # Python frames one level of group nesting may take (re's parser, the NFA builder)

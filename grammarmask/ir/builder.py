@@ -28,6 +28,7 @@ blow-up), and ``x{m,n}`` is ``m`` copies of ``x`` then a chain of ``n - m`` nest
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -74,7 +75,7 @@ class Pat(Expr):
     opaque: bool = False
 
     def __str__(self) -> str:
-        return "/" + _LARK_ESCAPE.sub(_lark_escape, self.regex) + "/"
+        return _lark_regex(self.regex)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +169,11 @@ def _atom(x: Expr) -> str:
 # lark unescapes a /regex/ literal before compiling it and mangles a quote that follows an escaped
 # backslash, so quotes are written \x22; a / gets a backslash.
 _LARK_ESCAPE = re.compile(r'\\(.)|["/]', re.DOTALL)
+
+
+@functools.lru_cache(maxsize=4096)  # terminals are named by it, the same patterns in schema after schema
+def _lark_regex(regex: str) -> str:
+    return "/" + _LARK_ESCAPE.sub(_lark_escape, regex) + "/"
 
 
 def _lark_escape(m: re.Match[str]) -> str:
