@@ -1,7 +1,8 @@
 """Benchmarks time first compiles, so grammarmask's on-disk cache must not hand them a grammar an
 earlier run compiled (grammarmask.compile_cache): :func:`use` points ``GRAMMARMASK_CACHE_DIR`` at a
 fresh directory for this process, holding only the vocabularies of the cache in force (tekken loads
-in 0.2 s instead of 4 s; loading a vocabulary is never what is timed). Grammars compiled here are
+in 0.2 s instead of 4 s; loading a vocabulary is never what is timed), and the JSON Schema
+metaschema checks fastjsonschema generates once per installation. Grammars compiled here are
 written there and the directory is deleted at exit. ``GRAMMARMASK_CACHE_DIR=off`` is kept as it is.
 Work before the timed compiles (which schemas compile at all) runs under :func:`off`, so a timed
 compile never reads what it wrote.
@@ -21,7 +22,8 @@ __all__ = ["off", "use"]
 
 
 def use() -> None:
-    """Give this process a cache directory with the vocabularies and no compiled grammar."""
+    """Give this process a cache directory with the vocabularies and the metaschema checks (made once
+    per installation, not per grammar) and no compiled grammar."""
     from grammarmask import disk_cache
 
     current = disk_cache.directory()
@@ -29,8 +31,9 @@ def use() -> None:
         return
     fresh = Path(tempfile.mkdtemp(prefix="grammarmask-bench-cache-"))
     if current.is_dir():
-        for entry in current.glob("vocabulary-*.pickle*"):
-            shutil.copy2(entry, fresh / entry.name)
+        for pattern in ("vocabulary-*.pickle*", "metaschema-check-*.pickle*"):
+            for entry in current.glob(pattern):
+                shutil.copy2(entry, fresh / entry.name)
     os.environ["GRAMMARMASK_CACHE_DIR"] = str(fresh)
     os.environ["GRAMMARMASK_COLD_CACHE"] = str(os.getpid())
     atexit.register(shutil.rmtree, fresh, True)

@@ -103,3 +103,30 @@ _SCHEMAS = st.recursive(st.dictionaries(_KEYS, _VALUES, max_size=3), _nested, ma
 def test_the_pre_check_gives_jsonschemas_verdict_on_random_schemas(schema: Any, cls: Any) -> None:
     """fastjsonschema's *yes* is trusted: it must never accept what jsonschema rejects."""
     assert fast_verdict(schema, cls) == cls(cls.META_SCHEMA).is_valid(schema), json.dumps(schema)
+
+
+def test_the_check_read_back_from_the_disk_cache_gives_the_same_verdicts(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fastjsonschema's generated check is kept compiled in the disk cache; the one read back (no
+    code generated) judges as the one made; jsonschema's own metaschema is left as it was."""
+    before = json.dumps(jsonschema.Draft7Validator.META_SCHEMA, sort_keys=True)
+    from grammarmask.frontends.jsonschema import metaschema
+
+    monkeypatch.setenv("GRAMMARMASK_CACHE_DIR", str(tmp_path))
+    schemas = [{"type": "string"}, {"type": 3}, {"properties": {"a": {"minimum": "x"}}}, {"enum": []}, True]
+    verdicts = {}
+    for cls in (jsonschema.Draft7Validator, jsonschema.Draft202012Validator):
+        metaschema._fast_validator.cache_clear()
+        made = [fast_verdict(s, cls) for s in schemas]
+        assert len(list(tmp_path.glob("metaschema-check-*"))) == len(verdicts) + 1
+        metaschema._fast_validator.cache_clear()
+        monkeypatch.setattr(metaschema.fastjsonschema, "compile_to_code", None)  # must not be needed
+        read = [fast_verdict(s, cls) for s in schemas]
+        monkeypatch.undo()
+        monkeypatch.setenv("GRAMMARMASK_CACHE_DIR", str(tmp_path))
+        assert read == made
+        verdicts[cls] = made
+    assert verdicts[jsonschema.Draft7Validator] == [True, False, False, True, True]  # draft 7 allows []
+    assert json.dumps(jsonschema.Draft7Validator.META_SCHEMA, sort_keys=True) == before
+    metaschema._fast_validator.cache_clear()
