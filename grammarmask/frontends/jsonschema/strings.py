@@ -219,17 +219,22 @@ def words_terminal(words: Iterable[str]) -> tuple[Pat | None, list[str]]:
     kept: list[str] = []
     rest: list[str] = []
     for w in words:
-        n = 1
-        for ch in w:
-            forms = _char_forms(ch)
-            n = n * len(forms) if forms is not None else _MAX_FORMS + 1
-            if n > _MAX_FORMS:
-                break
-        (kept if n <= _MAX_FORMS else rest).append(w)
+        (kept if _few_spellings(w) else rest).append(w)
     if not kept:
         return None, rest
     regex = '"(?:' + "|".join(literal(w) for w in kept) + ')"'
     return Pat(regex, partial(words_dfa, tuple(kept))), rest
+
+
+def _few_spellings(w: str) -> bool:
+    """Whether ``w``'s JSON text has at most ``_MAX_FORMS`` spellings, all finite."""
+    n = 1
+    for ch in w:
+        forms = _char_forms(ch)
+        n = n * len(forms) if forms is not None else _MAX_FORMS + 1
+        if n > _MAX_FORMS:
+            return False
+    return True
 
 
 #: DFAs of recent enums (16, within 64 MiB of tables: a 100,000-word enum's is 200 MB, and the
@@ -353,7 +358,10 @@ def _key_not_in_dfa(words: tuple[str, ...]) -> DFA:
     anything = regex_to_dfa(f'"{_ANY_CANON}*"')
     if not words:
         return anything
-    taken = regex_to_dfa('"(?:' + "|".join(literal(w) for w in words) + ')"', max_states=1_000_000)
+    if all(map(_few_spellings, words)):  # the trie of their spellings: no regex written and parsed
+        taken = _words_dfa(words)
+    else:
+        taken = regex_to_dfa('"(?:' + "|".join(literal(w) for w in words) + ')"', max_states=1_000_000)
     return difference(anything, taken)
 
 
