@@ -37,6 +37,7 @@ class GrammarmaskEngine(Engine):
             self.token_bytes, eos_token_id=self.eos, special_token_ids=self.specials, size=self.size
         )
         self.vocab.trie  # noqa: B018 - the vocabulary preprocessing, timed by the harness
+        self.vocab.fingerprint  # noqa: B018 - its content hash, the disk cache's key (once per vocabulary)
         if native.available():  # the native engine's copy of the token bytes and its byte trie
             native.native_vocabulary(self.vocab)
         disk_cache.code_hash()  # once per process (a hash of grammarmask's sources), as a server pays it
