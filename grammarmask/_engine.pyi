@@ -128,3 +128,34 @@ class RowJob:
     def pending(self) -> int: ...
     def run(self) -> None: ...
     def finish(self) -> list[int]: ...
+
+# The compile-time automata kernels (src/python/automata.rs). A DFA crosses as (transitions: int32
+# n x 256 native order, accepting: one byte per state, start); results add the byte classes (256
+# bytes) and their number.
+DfaParts = tuple[bytes, bytes, int, bytes, int]
+
+def dfa_minimize(transitions: bytes, accepting: bytes, start: int) -> DfaParts: ...
+def dfa_product(
+    a_transitions: bytes,
+    a_accepting: bytes,
+    a_start: int,
+    b_transitions: bytes,
+    b_accepting: bytes,
+    b_start: int,
+    op: str,
+    limit: int,
+) -> DfaParts: ...
+def dfa_from_strings(data: bytes, lengths: bytes) -> DfaParts: ...
+def dfa_classes(transitions: bytes) -> tuple[bytes, int]: ...
+def dfa_determinize(
+    eps_ptr: bytes,
+    eps: bytes,
+    edge_ptr: bytes,
+    edges: bytes,
+    assert_ptr: bytes,
+    asserts: bytes,
+    start: int,
+    final_state: int,
+    max_states: int,
+    max_work: int,
+) -> tuple[bool, DfaParts | str]: ...

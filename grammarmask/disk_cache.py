@@ -121,10 +121,14 @@ def store_later(kind: str, key: Hashable, value: Any, *, packed: bool = False) -
         return
     path = _path(where, kind, key, packed)
     with _pending_lock:
-        _pending[path] = value
         if _writer is None:
             _writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grammarmask-disk-cache")
-        _writer.submit(_write_pending, where, kind, key, value, packed, path)
+        try:
+            _writer.submit(_write_pending, where, kind, key, value, packed, path)
+        except RuntimeError:  # the interpreter is shutting down: no new threads, so write it now
+            _write(where, kind, key, value, packed)
+            return
+        _pending[path] = value
 
 
 def flush() -> None:
@@ -140,9 +144,10 @@ _pending: dict[Path, Any] = {}  # entries handed to store_later and not yet writ
 _pending_lock = threading.Lock()
 
 
-def _forget_writer() -> None:  # a forked child has no writer thread: it starts its own
-    global _writer
+def _forget_writer() -> None:  # a forked child has no writer thread (and maybe a held lock): afresh
+    global _writer, _pending_lock
     _writer = None
+    _pending_lock = threading.Lock()
     _pending.clear()
 
 

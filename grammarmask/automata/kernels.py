@@ -79,6 +79,8 @@ def determinize(nfa: NFA, start: int, final: int, max_states: int, max_work: int
         items = [v for x in lists for item in x for v in ((item,) if width == 1 else item)]
         return ptr.tobytes(), np.array(items, dtype=np.uint32).tobytes()
 
-    ok, got = _engine.dfa_determinize(*flat(nfa.eps, 1), *flat(nfa.edges, 3), *flat(nfa.asserts, 2),
-                                      start, final, max_states, -1 if max_work is None else max_work)
-    return _dfa(got) if ok else got
+    _, got = _engine.dfa_determinize(*flat(nfa.eps, 1), *flat(nfa.edges, 3), *flat(nfa.asserts, 2),
+                                     start, final, max_states, -1 if max_work is None else max_work)
+    if isinstance(got, str):
+        return got
+    return _dfa(got)

@@ -107,9 +107,9 @@ def determinize(nfa: NFA, start: int, final: int, *, max_states: int, max_work: 
     got = kernels.determinize(nfa, start, final, max_states, max_work)
     if got == "states":
         raise GrammarError(_TOO_COMPLEX.format(max_states))
-    if got == "work":
-        raise BudgetExceeded("regex_subset_work", max_work, _TOO_MUCH_WORK)
-    return got  # type: ignore[return-value]
+    if isinstance(got, str):  # "work": only with a bound
+        raise BudgetExceeded("regex_subset_work", max_work or 0, _TOO_MUCH_WORK)
+    return got
 
 
 _TOO_COMPLEX = ("pattern too complex: its DFA needs more than {} states (raise max_states, or simplify "
