@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 from typing import Any
 
 import numpy as np
@@ -373,9 +374,18 @@ def test_a_schema_over_budget_fails_only_its_request(make_engine: Any,
 
 
 def test_a_slow_compile_fails_only_its_request(make_engine: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(gv.COMPILE_TIMEOUT_ENV, "0.000001")
+    monkeypatch.setenv(gv.COMPILE_TIMEOUT_ENV, "0.05")
     engine: Engine = make_engine()
+    release = threading.Event()
+    compile_ = gm.JsonSchema.compile
+
+    def slow(self: gm.JsonSchema, *args: Any, **kwargs: Any) -> Any:
+        release.wait(10)  # slower than the limit however fast the compile itself is (a microsecond
+        return compile_(self, *args, **kwargs)  # limit was not: a compile could finish in one GIL slice)
+
+    monkeypatch.setattr(gm.JsonSchema, "compile", slow)
     req = engine.submit(json={**PERSON, "properties": {**PERSON["properties"], "slow": {"type": "string"}}})
+    release.set()
     err = req.structured_output_request.grammar
     assert isinstance(err, gm.GrammarError) and gv.COMPILE_TIMEOUT_ENV in str(err), err
 

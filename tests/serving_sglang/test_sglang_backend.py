@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 from typing import Any
 
 import numpy as np
@@ -365,10 +366,19 @@ def test_budgets_and_the_time_limit_fail_one_request(model_dir: Any, monkeypatch
     assert isinstance(small, gs.GrammarmaskGrammar)
 
     monkeypatch.delenv(gs.LIMITS_ENV)
-    monkeypatch.setenv(gs.COMPILE_TIMEOUT_ENV, "0.000001")
+    monkeypatch.setenv(gs.COMPILE_TIMEOUT_ENV, "0.05")
     server = Server(model_dir)
+    release = threading.Event()
+    compile_ = gm.JsonSchema.compile
+
+    def slow_compile(self: gm.JsonSchema, *args: Any, **kwargs: Any) -> Any:
+        release.wait(10)  # slower than the limit however fast the compile itself is
+        return compile_(self, *args, **kwargs)
+
+    monkeypatch.setattr(gm.JsonSchema, "compile", slow_compile)
     slow = {**PERSON, "properties": {**PERSON["properties"], "slow": {"type": "string"}}}
     g = server.grammar("json", json.dumps(slow))
+    release.set()
     assert isinstance(g, InvalidGrammarObject)
     assert "longer than" in g.error_message and gs.COMPILE_TIMEOUT_ENV in g.error_message
 
