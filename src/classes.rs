@@ -62,6 +62,28 @@ impl Cells for NeBytes<'_> {
     }
 }
 
+/// What is wrong with a table of `accepting.len()` rows of `width` cells whose state 0 must be dead
+/// (row of zeros, not accepting) and whose every cell must be a state; None when nothing is. Read
+/// a row at a time. (The caller has checked the table's size.)
+pub fn dead_row_and_targets<C: Cells + ?Sized>(
+    table: &C,
+    width: usize,
+    accepting: &[bool],
+) -> Option<String> {
+    let n = accepting.len();
+    let mut row = vec![0u32; width];
+    for s in 0..n {
+        table.read_row(s, &mut row);
+        if s == 0 && (row.iter().any(|&t| t != 0) || accepting[0]) {
+            return Some("state 0 must be the dead state (row of zeros, not accepting)".to_owned());
+        }
+        if let Some(&t) = row.iter().find(|&&t| t as usize >= n) {
+            return Some(format!("transition to state {t} of {n}"));
+        }
+    }
+    None
+}
+
 /// The byte -> class map of a table, the number of classes, and each class's first byte.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ByteClasses {

@@ -11,7 +11,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::classes::{ByteClasses, Cells};
+use crate::classes::{dead_row_and_targets, ByteClasses, Cells};
 use crate::error::{Error, Result};
 use crate::lru::Lru;
 use crate::trie::TokenTrie;
@@ -68,15 +68,8 @@ impl Dfa {
                 pre[b]
             )));
         }
-        if (0..width).any(|i| table.cell(i) != 0) || accepting[0] {
-            return Err(Error::new(
-                "native DFA: state 0 must be the dead state (row of zeros, not accepting)",
-            ));
-        }
-        if let Some(bad) = (0..cells).map(|i| table.cell(i)).find(|&t| t as usize >= n) {
-            return Err(Error::new(format!(
-                "native DFA: transition to state {bad} of {n}"
-            )));
+        if let Some(problem) = dead_row_and_targets(table, width, &accepting) {
+            return Err(Error::new(format!("native DFA: {problem}")));
         }
         if start >= n {
             return Err(Error::new(format!(

@@ -113,12 +113,12 @@ def _table(rows: list[dict[int, int]]) -> bytes:
     ("table", "accepting", "start", "message"),
     [
         (b"\0" * 1000, b"\0\1", 1, "1000 bytes is not a whole number|250 cells is not 256 per state"),
-        (_table([{}, {97: 2}]), b"\0\1", 1, "state 1 goes to 2, past the last state 1"),
+        (_table([{}, {97: 2}]), b"\0\1", 1, "transition to state 2 of 2"),
         (_table([{97: 1}, {}]), b"\0\1", 1, "state 0 must be the dead state"),
         (_table([{}, {}]), b"\1\1", 1, "state 0 must be the dead state"),
         (_table([{}, {}]), b"\0\1", 2, "start state 2 out of range"),
         (_table([{}, {}]), b"\0\1", -1, "start must be >= 0"),
-        (_table([{}, {97: -1}]), b"\0\1", 1, "goes to 4294967295"),
+        (_table([{}, {97: -1}]), b"\0\1", 1, "transition to state 4294967295 of 2"),
     ],
 )
 def test_malformed_tables_are_refused(table: bytes, accepting: bytes, start: int, message: str) -> None:

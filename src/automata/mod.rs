@@ -13,7 +13,7 @@ pub mod product;
 pub mod strings;
 pub mod subset;
 
-use crate::classes::{ByteClasses, Cells};
+use crate::classes::{dead_row_and_targets, ByteClasses, Cells};
 use crate::error::{Error, Result};
 
 /// A byte DFA read by byte class: `table[s * k + map[b]]` is the state after byte `b` in state
@@ -91,21 +91,8 @@ pub fn check<C: Cells + ?Sized>(
             table.n_cells()
         )));
     }
-    if (0..256).any(|b| table.cell(b) != 0) || accepting[0] {
-        return Err(Error::new(format!(
-            "{what}: state 0 must be the dead state (row of zeros, not accepting)"
-        )));
-    }
-    let mut row = [0u32; 256];
-    for s in 0..n {
-        table.read_row(s, &mut row);
-        if let Some(b) = row.iter().position(|&t| t as usize >= n) {
-            return Err(Error::new(format!(
-                "{what}: state {s} goes to {}, past the last state {}",
-                row[b],
-                n - 1
-            )));
-        }
+    if let Some(problem) = dead_row_and_targets(table, 256, accepting) {
+        return Err(Error::new(format!("{what}: {problem}")));
     }
     if start >= n {
         return Err(Error::new(format!(

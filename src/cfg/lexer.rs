@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::CfgError;
-use crate::classes::{ByteClasses, Cells};
+use crate::classes::{dead_row_and_targets, ByteClasses, Cells};
 
 /// No id (a dead transition, a lexeme that cannot go on).
 pub const NONE: u32 = u32::MAX;
@@ -118,11 +118,8 @@ impl Lexer {
         if greedy.len() != n_terms || ignore.len() != n_terms {
             return bad("per-terminal tables differ in length".into());
         }
-        if (0..width).any(|i| table.cell(i) != 0) || accepting[0] {
-            return bad("state 0 must be the dead state".into());
-        }
-        if let Some(t) = (0..cells).map(|i| table.cell(i)).find(|&t| t as usize >= n) {
-            return bad(format!("transition to state {t} of {n}"));
+        if let Some(problem) = dead_row_and_targets(table, width, &accepting) {
+            return bad(problem);
         }
         if let Some(s) = (1..n).find(|&s| term_of[s] as usize >= n_terms) {
             return bad(format!("state {s} belongs to no terminal"));

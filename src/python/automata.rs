@@ -7,11 +7,11 @@
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use super::{guarded, to_usize, whole_words};
+use super::{guarded, to_u32s_ne, to_usize, whole_words};
 use crate::automata::product::{product, Op, Operand};
 use crate::automata::subset::{determinize, Nfa, Stop};
 use crate::automata::{check, minimize::minimize, strings::from_strings, Dfa};
-use crate::classes::{ByteClasses, Cells, NeBytes};
+use crate::classes::{ByteClasses, NeBytes};
 use crate::error::{Error, Result};
 
 type DfaParts<'py> = (
@@ -154,11 +154,10 @@ pub fn dfa_from_strings<'py>(
 ) -> PyResult<DfaParts<'py>> {
     let (data, lengths) = (data.as_bytes(), lengths.as_bytes());
     let d = guarded(py, move || {
-        whole_words(lengths, "dfa_from_strings: lengths")?;
-        let mut strings = Vec::with_capacity(lengths.len() / 4);
+        let lengths = to_u32s_ne(lengths, "dfa_from_strings: lengths")?;
+        let mut strings = Vec::with_capacity(lengths.len());
         let mut at = 0usize;
-        let cells = NeBytes(lengths);
-        for len in (0..cells.n_cells()).map(|i| cells.cell(i)) {
+        for len in lengths {
             let end = at
                 .checked_add(len as usize)
                 .filter(|&e| e <= data.len())
@@ -183,12 +182,6 @@ pub fn dfa_from_strings<'py>(
         Ok((d, classes))
     })?;
     parts(py, d)
-}
-
-fn u32s(data: &[u8], what: &str) -> Result<Vec<u32>> {
-    whole_words(data, what)?;
-    let cells = NeBytes(data);
-    Ok((0..cells.n_cells()).map(|i| cells.cell(i)).collect())
 }
 
 /// `dfa_determinize(eps_ptr, eps, edge_ptr, edges, assert_ptr, asserts, start, final, max_states,
@@ -216,13 +209,13 @@ pub fn dfa_determinize<'py>(
     let got = guarded(py, move || {
         let [ep, e, gp, g, ap, a] = raw;
         let (ep, e, gp, ap) = (
-            u32s(ep, "nfa: eps_ptr")?,
-            u32s(e, "nfa: eps")?,
-            u32s(gp, "nfa: edge_ptr")?,
-            u32s(ap, "nfa: assert_ptr")?,
+            to_u32s_ne(ep, "nfa: eps_ptr")?,
+            to_u32s_ne(e, "nfa: eps")?,
+            to_u32s_ne(gp, "nfa: edge_ptr")?,
+            to_u32s_ne(ap, "nfa: assert_ptr")?,
         );
-        let g = u32s(g, "nfa: edges")?;
-        let a = u32s(a, "nfa: asserts")?;
+        let g = to_u32s_ne(g, "nfa: edges")?;
+        let a = to_u32s_ne(a, "nfa: asserts")?;
         if g.len() % 3 != 0 || a.len() % 2 != 0 {
             return Err(Error::new("nfa: edges come in threes and anchors in pairs"));
         }
