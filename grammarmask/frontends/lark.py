@@ -177,21 +177,42 @@ def lark_to_cfg(text: str, *, start: str = "start", source_path: str | None = No
     """Load ``text`` with lark and translate it to a validated :class:`~grammarmask.cfg.Cfg`;
     ``specials`` maps declared terminals to the special tokens (names) they stand for."""
     from lark.exceptions import LarkError
-    from lark.load_grammar import load_grammar
+
+    from .lark_rules import compile_rules
+    from .lark_syntax import load_grammar
 
     if not isinstance(text, str):
         raise GrammarError(f"Lark grammar text must be str, got {type(text).__name__}")
     check_nesting(text)
+    patterns: dict[str, Pat] = {}
+
+    def terminal(name: str, regexp: str | None) -> Pat:
+        pat = patterns.get(name)
+        if pat is None and specials and name in specials:
+            token = specials[name]
+            pat = patterns[name] = Pat(token, build=functools.partial(spelling_dfa, token), name=token)
+        if pat is None:
+            if regexp is None:
+                pos = find_use(text, name) or (None, None)
+                raise GrammarError(
+                    f"terminal {name} has no definition (%declare): grammarmask cannot generate it",
+                    line=pos[0], column=pos[1], text=text)
+            pat = patterns[name] = Pat(regexp, build=functools.partial(_terminal_dfa, name, regexp, text),
+                                       name=name)
+        return pat
+
     gc_was_on = gc.isenabled()
     try:
-        # lark's own loader and EBNF->BNF compiler (what lark.Lark runs before building its parser).
-        # It allocates hundreds of thousands of tree objects for a large grammar; the cyclic GC's
-        # passes over them were ~30% of the loader's time (a 250 KB JSON Schema grammar: 1.75 s ->
-        # 1.2 s). Reference counting still frees them; GC resumes right after.
+        # lark's loader (GrammarBuilder: imports, definitions, checks) on a tree read by
+        # lark_syntax, then its rules as IR expressions (lark_rules), or lark's own EBNF->BNF
+        # compile where lark_rules leaves the grammar to it. Both allocate many tree objects for a
+        # large grammar; the cyclic GC's passes over them were ~30% of the loader's time (a 250 KB
+        # JSON Schema grammar: 1.75 s -> 1.2 s). Reference counting still frees them.
         gc.disable()
-        grammar, _ = load_grammar(  # type: ignore[no-untyped-call]
-            text, source_path or "<string>", list(import_paths), False)
-        lark_terminals, lark_rules, ignore_names = grammar.compile([start], set())
+        grammar = load_grammar(text, source_path or "<string>", import_paths)
+        fast = compile_rules(grammar, start, terminal)
+        if fast is None:
+            lark_terminals, lark_rules, ignore_names = grammar.compile([start], set())
     except LarkError as e:
         if f"undefined rule: NonTerminal('{start}')" in str(e):
             raise GrammarError(NO_START.format(start)) from None
@@ -208,36 +229,21 @@ def lark_to_cfg(text: str, *, start: str = "start", source_path: str | None = No
     finally:
         if gc_was_on:
             gc.enable()
-    terms = {t.name: t for t in lark_terminals}
-    patterns: dict[str, Pat] = {}
-
-    def terminal(name: str) -> Pat:
-        pat = patterns.get(name)
-        if pat is None and specials and name in specials:
-            token = specials[name]
-            pat = patterns[name] = Pat(token, build=functools.partial(spelling_dfa, token), name=token)
-        if pat is None:
-            td = terms.get(name)
-            if td is None:
-                pos = find_use(text, name) or (None, None)
-                raise GrammarError(
-                    f"terminal {name} has no definition (%declare): grammarmask cannot generate it",
-                    line=pos[0], column=pos[1], text=text)
-            regexp = td.pattern.to_regexp()
-            pat = patterns[name] = Pat(regexp, build=functools.partial(_terminal_dfa, name, regexp, text),
-                                       name=name)
-        return pat
-
-    # lark's BNF as IR expressions: one alternative per lark rule, priorities dropped (they choose
-    # among parse trees, not strings)
-    bodies: dict[str, list[Expr]] = {}
-    for r in lark_rules:
-        items = [terminal(x.name) if x.is_term else Ref(x.name) for x in r.expansion]
-        bodies.setdefault(r.origin.name, []).append(seq(*items) if items else EMPTY)
-    rules = {name: alt(alts) for name, alts in bodies.items()}
+    if fast is not None:
+        rules, ignore = fast
+    else:
+        regexps = {t.name: t.pattern.to_regexp() for t in lark_terminals}
+        # lark's BNF as IR expressions: one alternative per lark rule, priorities dropped (they
+        # choose among parse trees, not strings)
+        bodies: dict[str, list[Expr]] = {}
+        for r in lark_rules:
+            items = [terminal(x.name, regexps.get(x.name)) if x.is_term else Ref(x.name)
+                     for x in r.expansion]
+            bodies.setdefault(r.origin.name, []).append(seq(*items) if items else EMPTY)
+        rules = {name: alt(alts) for name, alts in bodies.items()}
+        ignore = [terminal(n, regexps.get(n)) for n in ignore_names]
     if start not in rules:  # lark compiles a grammar with no start rule to no rules at all
         raise GrammarError(NO_START.format(start))
-    ignore = [terminal(n) for n in ignore_names]
     positions = _definitions(text, [*rules, *patterns])
     return build_cfg(rules, start, ignore=ignore, positions=positions, source=text)
 

@@ -1,0 +1,310 @@
+"""Read Lark grammar text into the tree lark's loader builds, without lark's parser of grammars.
+
+lark reads a ``.lark`` file with an LALR parser of the grammar language, which it builds once per
+process (about half of a fresh process's first ``Lark`` compile) and then runs on the grammar and
+again on every file it imports (``common.lark`` for each ``%import common.X``). This module reads
+the same language by recursive descent over the same tokens (lark's token patterns, tried in the
+order lark's lexer tries them) and returns the same tree, so lark's ``GrammarBuilder`` (imports,
+validation, the terminal and rule compilation) runs on it unchanged: the grammar lark compiles is
+the one it would have compiled.
+
+Text this reader does not take (any syntax error) goes to lark's own parser, so lark words every
+error as before. ``tests/test_lark_syntax.py`` holds the trees equal to lark's.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import types
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["load_grammar", "parse"]
+
+# lark's grammar tokens in the order its basic lexer tries them (lark 1.3: by priority, longest
+# possible match, pattern length, name); the first that matches wins. Checked against lark's own
+# lexer by tests/test_lark_syntax.py.
+_ORDER = (
+    "REGEXP", "STRING", "COMMENT", "RULE", "TERMINAL", "_NL_OR", "_NL", "BACKSLASH", "NUMBER", "WS",
+    "_OVERRIDE", "_DECLARE", "_EXTEND", "_IGNORE", "_IMPORT", "RULE_MODIFIERS", "_DOTDOT", "_TO", "OP",
+    "_DOT", "_LBRA", "_LBRACE", "_LPAR", "_OR", "_RBRA", "_RBRACE", "_RPAR", "TILDE", "_COLON", "_COMMA",
+)  # fmt: skip
+_SKIPPED = frozenset({"WS", "COMMENT", "BACKSLASH"})
+_EXPR_START = frozenset({"_LPAR", "_LBRA", "TERMINAL", "RULE", "STRING", "REGEXP"})
+_END = "$END"
+
+
+class _Unread(Exception):
+    """The text is not one this reader takes: lark's parser reads it (and words the error)."""
+
+
+@functools.cache
+def _scanner() -> re.Pattern[str]:
+    from lark.load_grammar import TERMINALS
+
+    return re.compile("|".join(f"(?P<{name}>{TERMINALS[name]})" for name in _ORDER))
+
+
+def _tokens(text: str) -> list[Any]:
+    """lark's tokens of ``text`` (skipped ones dropped), with their positions."""
+    from lark.lexer import Token
+
+    match = _scanner().match
+    out, pos, line, line_start, n = [], 0, 1, 0, len(text)
+    while pos < n:
+        m = match(text, pos)
+        if m is None:
+            raise _Unread
+        kind, value, end = str(m.lastgroup), m.group(), m.end()
+        newlines = value.count("\n")
+        if kind not in _SKIPPED:
+            end_line = line + newlines
+            end_col = end - (text.rfind("\n", 0, end) + 1) + 1 if newlines else end - line_start + 1
+            out.append(Token(kind, value, pos, line, pos - line_start + 1, end_line, end_col, end))
+        if newlines:
+            line += newlines
+            line_start = text.rfind("\n", 0, end) + 1
+        pos = end
+    return out
+
+
+class _Reader:
+    """Recursive descent over lark's grammar of grammars (``lark.load_grammar.RULES``), building the
+    trees its parser builds: ``?rule``s inlined when they have one child, ``_rule``s and
+    ``_TOKEN``s dropped, ``terminal``/``nonterminal`` as lark's symbols (its ``PrepareGrammar``)."""
+
+    def __init__(self, tokens: list[Any]) -> None:
+        from lark.grammar import NonTerminal, Terminal
+        from lark.tree import SlottedTree
+
+        self.toks, self.i = tokens, 0
+        self.tree, self.terminal, self.nonterminal = SlottedTree, Terminal, NonTerminal
+
+    def peek(self) -> str:
+        return self.toks[self.i].type if self.i < len(self.toks) else _END
+
+    def take(self, kind: str) -> Any:
+        if self.peek() != kind:
+            raise _Unread
+        tok = self.toks[self.i]
+        self.i += 1
+        return tok
+
+    def start(self) -> Any:
+        if not self.toks:
+            raise _Unread  # lark's start needs at least one item
+        items: list[Any] = []
+        while (kind := self.peek()) != _END:
+            if kind == "_NL":
+                self.i += 1
+            else:
+                items.append(self.statement(kind))
+        return self.tree("start", items)
+
+    def statement(self, kind: str) -> Any:
+        t = self.tree
+        if kind in ("RULE_MODIFIERS", "RULE"):
+            return self.rule()
+        if kind == "TERMINAL":
+            return self.term()
+        self.i += 1
+        if kind == "_IGNORE":
+            body = self.expansions()
+            self.take("_NL")
+            return t("ignore", [body])
+        if kind == "_DECLARE":
+            symbols = [self.symbol()]
+            while self.peek() in ("TERMINAL", "RULE"):
+                symbols.append(self.symbol())
+            self.take("_NL")
+            return t("declare", symbols)
+        if kind == "_IMPORT":
+            return self.import_()
+        if kind in ("_OVERRIDE", "_EXTEND"):
+            inner = self.term() if self.peek() == "TERMINAL" else self.rule()
+            return t(kind[1:].lower(), [inner])
+        raise _Unread
+
+    def rule(self) -> Any:
+        t = self.tree
+        modifiers = [self.take("RULE_MODIFIERS")] if self.peek() == "RULE_MODIFIERS" else []
+        name = self.take("RULE")
+        params = []
+        if self.peek() == "_LBRACE":
+            self.i += 1
+            params.append(self.take("RULE"))
+            while self.peek() == "_COMMA":
+                self.i += 1
+                params.append(self.take("RULE"))
+            self.take("_RBRACE")
+        priority = []
+        if self.peek() == "_DOT":
+            self.i += 1
+            priority.append(self.take("NUMBER"))
+        self.take("_COLON")
+        body = self.expansions()
+        self.take("_NL")
+        return t("rule", [t("rule_modifiers", modifiers), name, t("template_params", params),
+                          t("priority", priority), body])
+
+    def term(self) -> Any:
+        children = [self.take("TERMINAL")]
+        if self.peek() == "_DOT":
+            self.i += 1
+            children.append(self.take("NUMBER"))
+        self.take("_COLON")
+        children.append(self.expansions())
+        self.take("_NL")
+        return self.tree("term", children)
+
+    def import_(self) -> Any:
+        t = self.tree
+        kind = "import_lib"
+        if self.peek() == "_DOT":
+            self.i += 1
+            kind = "import_rel"
+        names = [self.name()]
+        while self.peek() == "_DOT":
+            self.i += 1
+            names.append(self.name())
+        children: list[Any] = [t(kind, names)]
+        if self.peek() == "_LPAR":
+            self.i += 1
+            listed = [self.name()]
+            while self.peek() == "_COMMA":
+                self.i += 1
+                listed.append(self.name())
+            self.take("_RPAR")
+            children.append(t("name_list", listed))
+        elif self.peek() == "_TO":
+            self.i += 1
+            children.append(self.name())
+        self.take("_NL")
+        return t("import", children)
+
+    def name(self) -> Any:
+        if self.peek() not in ("RULE", "TERMINAL"):
+            raise _Unread
+        return self.take(self.peek())
+
+    def symbol(self) -> Any:
+        tok = self.name()
+        if tok.type == "TERMINAL":
+            return self.terminal(str(tok), filter_out=tok.startswith("_"))
+        return self.nonterminal(tok.value)
+
+    def expansions(self) -> Any:
+        alts = [self.alias()]
+        while self.peek() in ("_OR", "_NL_OR"):
+            self.i += 1
+            alts.append(self.alias())
+        return self.tree("expansions", alts)
+
+    def alias(self) -> Any:
+        items = []
+        while self.peek() in _EXPR_START:
+            items.append(self.expr())
+        body = self.tree("expansion", items)
+        if self.peek() != "_TO":
+            return body
+        self.i += 1
+        return self.tree("alias", [body, self.nonterminal(self.take("RULE").value)])
+
+    def expr(self) -> Any:
+        atom = self.atom()
+        kind = self.peek()
+        if kind == "OP":
+            return self.tree("expr", [atom, self.take("OP")])
+        if kind != "TILDE":
+            return atom
+        children = [atom, self.take("TILDE"), self.take("NUMBER")]
+        if self.peek() == "_DOTDOT":
+            self.i += 1
+            children.append(self.take("NUMBER"))
+        return self.tree("expr", children)
+
+    def atom(self) -> Any:
+        kind = self.peek()
+        if kind in ("_LPAR", "_LBRA"):
+            self.i += 1
+            inner = self.expansions()
+            if kind == "_LPAR":
+                self.take("_RPAR")
+                return inner
+            self.take("_RBRA")
+            return self.tree("maybe", [inner])
+        return self.value()
+
+    def value(self) -> Any:
+        t = self.tree
+        kind = self.peek()
+        if kind in ("TERMINAL", "RULE") and not (kind == "RULE" and self.peek_at(1) == "_LBRACE"):
+            return t("value", [self.symbol()])
+        if kind == "RULE":  # a template's use: name{arg, ...}
+            name = self.nonterminal(self.take("RULE").value)
+            self.take("_LBRACE")
+            args = [self.value()]
+            while self.peek() == "_COMMA":
+                self.i += 1
+                args.append(self.value())
+            self.take("_RBRACE")
+            return t("value", [t("template_usage", [name, *args])])
+        if kind == "REGEXP":
+            return t("value", [t("literal", [self.take("REGEXP")])])
+        first = self.take("STRING")
+        if self.peek() != "_DOTDOT":
+            return t("value", [t("literal", [first])])
+        self.i += 1
+        return t("value", [t("range", [first, self.take("STRING")])])
+
+    def peek_at(self, k: int) -> str:
+        j = self.i + k
+        return self.toks[j].type if j < len(self.toks) else _END
+
+
+def parse(text: str) -> Any:
+    """lark's parse tree of grammar text ``text`` (what ``lark.load_grammar._parse_grammar`` returns),
+    or None when this reader does not take the text (lark's parser then reads it)."""
+    try:
+        return _Reader(_tokens(text + "\n")).start()  # lark reads the text with a newline added
+    except _Unread:
+        return None
+
+
+def _parse_grammar(text: str, name: str, start: str = "start") -> Any:
+    """lark's ``_parse_grammar``, reading through :func:`parse` first."""
+    tree = parse(text) if start == "start" else None
+    if tree is not None:
+        return tree
+    from lark import load_grammar as lg
+
+    return lg._parse_grammar(text, name, start)  # type: ignore[no-untyped-call]
+
+
+def _rebound(fn: Callable[..., Any], **names: Any) -> Callable[..., Any]:
+    """``fn`` with some of its module's globals replaced (lark's code run as it is, reading with
+    this module's parser and building with :class:`_Builder`)."""
+    out = types.FunctionType(fn.__code__, {**fn.__globals__, **names}, fn.__name__, fn.__defaults__,
+                             fn.__closure__)
+    out.__kwdefaults__ = fn.__kwdefaults__
+    return out
+
+
+@functools.cache
+def _builder() -> type:
+    from lark.load_grammar import GrammarBuilder
+
+    # lark's GrammarBuilder whose grammars (and the grammars they import) are read by parse()
+    builder = type("_Builder", (GrammarBuilder,), {
+        "load_grammar": _rebound(GrammarBuilder.load_grammar, _parse_grammar=_parse_grammar)})
+    setattr(builder, "do_import", _rebound(GrammarBuilder.do_import, GrammarBuilder=builder))  # noqa: B010
+    return builder
+
+
+def load_grammar(text: str, source: str, import_paths: Sequence[Any]) -> Any:
+    """``lark.load_grammar.load_grammar(text, source, import_paths, False)``'s grammar, read by
+    :func:`parse` (lark's ``Grammar``; compile it with ``.compile(start, set())``)."""
+    builder = _builder()(False, list(import_paths))
+    builder.load_grammar(text, source)
+    return builder.build()

@@ -1,0 +1,216 @@
+"""grammarmask's own reading of Lark grammar text (frontends/lark_syntax.py) and of the rules lark's
+loader builds (frontends/lark_rules.py), held to lark's: the same parse trees, the same refusals,
+and compiled grammars with the same masks as the ones lark's own compile gives."""
+
+from __future__ import annotations
+
+import glob
+import random
+from pathlib import Path
+from typing import Any
+
+import lark
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from lark.load_grammar import TERMINALS, _get_parser, _parse_grammar
+
+import grammarmask as gm
+from grammarmask.frontends import lark_rules, lark_syntax
+from grammarmask.frontends.lark import lark_to_cfg
+from grammarmask.mask import Mask
+from grammarmask.native.cfg import NativeCompiledCfg
+
+ROOT = Path(__file__).resolve().parents[1]
+FILES = sorted(
+    glob.glob(str(ROOT.parent / "shared" / "corpus" / "**" / "*.lark"), recursive=True)
+    + glob.glob(str(ROOT / "grammars" / "*.lark"))
+    + glob.glob(str(Path(lark.__file__).parent / "grammars" / "*.lark"))
+)
+
+
+def shape(x: Any) -> Any:
+    """A tree with every token's type, text and position (``repr`` leaves positions out)."""
+    if isinstance(x, lark.Tree):
+        return (x.data, [shape(c) for c in x.children])
+    if isinstance(x, lark.Token):
+        return (x.type, str(x), x.start_pos, x.line, x.column, x.end_line, x.end_column, x.end_pos)
+    return repr(x)
+
+
+def lark_tree(text: str) -> Any:
+    try:
+        return _parse_grammar(text, "<test>")
+    except Exception:  # lark refuses it (and may word the refusal with a TypeError in 1.3.1)
+        return None
+
+
+def test_the_tokens_are_lark_s_in_lark_s_order() -> None:
+    lexer = _get_parser().lexer
+    assert [t.name for t in lexer.terminals] == list(lark_syntax._ORDER)
+    assert set(lark_syntax._ORDER) == set(TERMINALS)
+    assert set(lexer.ignore_types) == lark_syntax._SKIPPED
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: Path(p).name)
+def test_every_grammar_file_reads_to_lark_s_tree(path: str) -> None:
+    text = Path(path).read_text()
+    ours = lark_syntax.parse(text)
+    assert ours is not None, "a grammar lark reads"
+    assert shape(ours) == shape(_parse_grammar(text, path))
+
+
+SNIPPETS = [
+    'start: a\n', '?start: a "x"i -> b\n  | [B] /r/x ~ 2..3 c*\n', 'B.2: "a".."z"\n', "a.-1: b\n",
+    "%import common.WS\n", "%import common (WS, INT)\n", "%import .x.y -> z\n", "%ignore WS | /x/\n",
+    "%declare A b C\n", "%override a: b\n", "%extend A: \"x\"\n", "t{x, y}: x y\n", "a: t{b, \"c\"}\n",
+    "a: (b | c)+ [d e]\n", "a: b // note\n  | c # other\n", "a: b \\\n c\n", "!a: \"x\"\n", "_a: b\n",
+    "a: b??\n", "a: (\n", "a: )\n", "a\n", "Aa:\n", "a: -> \"a\"\n", "a::\n", "a: b:\n", "a:+\n",
+    "A.B\n", '"a"\n', '%import "a"\n', "%ignore %import\n", "a: b\n()\n", "", "\n\n", "// only\n",
+    "a: \"x\n", "a: /x\ny/\n", "a: /x\ny/x\n", "a: b ~ 1..\n", "a: b{}\n", "%import ..a\n",
+]
+
+
+@pytest.mark.parametrize("text", SNIPPETS)
+def test_snippets_read_as_lark_reads_them(text: str) -> None:
+    ours, want = lark_syntax.parse(text), lark_tree(text)
+    if ours is None:
+        assert want is None, "a text lark reads and this reader does not"
+    else:
+        assert want is not None and shape(ours) == shape(want)
+
+
+PIECES = st.sampled_from([
+    "a", "b", "_c", "A", "B", "_C", ":", "|", "\n", "\n  |", "(", ")", "[", "]", "{", "}", ",", ".", "..",
+    "?", "*", "+", "~", "!", "->", " ", '"x"', '"y"i', "/z/", "/w/i", "2", "-1", "%import", "%ignore",
+    "%declare", "%override", "%extend", "// c\n", "#c\n", "\\\n", "common", "WS",
+])  # fmt: skip
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(PIECES, max_size=14))
+def test_any_text_reads_as_lark_reads_it_or_goes_to_lark(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    ours = lark_syntax.parse(text)
+    if ours is not None:
+        want = lark_tree(text)
+        assert want is not None and shape(ours) == shape(want), text
+
+
+# --- the rules: lark_rules against lark's compile -----------------------------------------------------
+
+WORDS = [b"", *(bytes([c]) for c in b"abcxyz AZ09,;()"), b"ab", b"ba", b"abc", b"xy", b"  ", b"a b"]
+VOCAB = gm.Vocabulary.from_tokens(WORDS, eos_token_id=0)
+
+
+def both_ways(text: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    """The Cfg through lark_rules and through lark's compile (or the GrammarError each raises)."""
+
+    def compiled(fast: bool) -> Any:
+        with monkeypatch.context() as m:
+            if not fast:
+                m.setattr(lark_rules, "compile_rules", lambda *a: None)
+            try:
+                return lark_to_cfg(text)
+            except gm.GrammarError as e:
+                return e
+
+    return compiled(True), compiled(False)
+
+
+def same_language(a: Any, b: Any, seed: int, steps: int = 30) -> None:
+    """Equal masks along random walks (and the same refusal, if any)."""
+    if isinstance(a, gm.GrammarError) or isinstance(b, gm.GrammarError):
+        assert type(a) is type(b) and str(a) == str(b)
+        return
+    na, nb = NativeCompiledCfg(a, VOCAB), NativeCompiledCfg(b, VOCAB)
+    rng = random.Random(seed)
+    for _ in range(4):
+        sa, sb = na.initial_state(), nb.initial_state()
+        for _ in range(steps):
+            wa, wb = na.state_mask_words(sa), nb.state_mask_words(sb)
+            assert np.array_equal(wa, wb)
+            assert na.is_accepting_state(sa) == nb.is_accepting_state(sb)
+            ids = [int(t) for t in Mask(wa.copy(), VOCAB.size).token_ids()]
+            if not ids:
+                break
+            t = rng.choice(ids)
+            sa, sb = na.advance_state(sa, t), nb.advance_state(sb, t)
+
+
+@pytest.mark.parametrize("name", ["json.lark", "arithmetic.lark", "sql.lark", "csv.lark", "python_expr.lark"])
+def test_shipped_grammars_have_lark_s_language(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    fast, slow = both_ways((ROOT / "grammars" / name).read_text(), monkeypatch)
+    same_language(fast, slow, seed=len(name))
+
+
+REFUSED = {  # lark's compile refuses these; lark_rules hands them to it
+    "[x] twice": 'start: [b] ~ 2\nb: "b"\n',
+    "[x] beside x": 'start: [b] c | c\nb: "b"\nc: "c"\n',
+    "two aliases": 'start: b -> x | b -> y\nb: "b"\n',
+    "alias on _rule": 'start: _r\n_r: "a" -> x\n',
+    "empty terminal": "start: A\nA: \n",
+    "empty literal": 'start: ""\n',
+    "bad range": 'start: "a" ~ 3..2\n',
+    "bad char range": 'start: "ab".."z"\n',
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_lark_s_refusals_are_lark_s(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    fast, slow = both_ways(REFUSED[name], monkeypatch)
+    assert isinstance(slow, gm.GrammarError)
+    assert isinstance(fast, gm.GrammarError) and str(fast) == str(slow)
+
+
+def test_what_lark_takes_is_taken() -> None:
+    for text in ['start: "x"? "x"?\n', 'start: [b] | \nb: "b"\n', 'start: ["b"] ~ 2\n',
+                 'start: b* | b+\nb: "b"\n', 'start: t{"a"}\nt{x}: x x\n']:
+        lark.Lark(text)  # lark takes it
+        lark_to_cfg(text)
+
+
+TERMS = ['"a"', '"b"', '"ab"', '"x"i', "/a+/", "/[ab]c?/", '"a".."c"', "A", "B"]
+ITEMS = TERMS + ["r1", "r2", "_r3"]
+
+
+@st.composite
+def grammars(draw: st.DrawFn) -> str:
+    """Small Lark grammars with every EBNF form, aliases, modifiers, terminals built of terminals."""
+
+    def expansion(depth: int) -> str:
+        out = []
+        for _ in range(draw(st.integers(0 if depth else 1, 3))):
+            form = draw(st.integers(0, 6 if depth < 2 else 1))
+            item = draw(st.sampled_from(ITEMS))
+            out.append(item if form <= 1 else
+                       f"{item}{draw(st.sampled_from('?*+'))}" if form == 2 else
+                       f"[{expansions(depth + 1)}]" if form == 3 else
+                       f"({expansions(depth + 1)})" if form == 4 else
+                       f"{item} ~ {draw(st.integers(0, 2))}" if form == 5 else
+                       f"{item} ~ {draw(st.integers(0, 1))}..{draw(st.integers(1, 3))}")
+        return " ".join(out)
+
+    def expansions(depth: int) -> str:
+        alts = [expansion(depth) for _ in range(draw(st.integers(1, 3)))]
+        if depth == 0 and draw(st.booleans()):
+            alts[0] += " -> named"
+        return " | ".join(alts)
+
+    lines = [f"{draw(st.sampled_from(['', '?', '!']))}start: {expansions(0)}"]
+    inlined = expansion(1) or '"z"'
+    lines += [f"{draw(st.sampled_from(['', '?']))}r1: {expansions(0)}", f"r2: {expansions(0)}",
+              f"_r3: {inlined}"]
+    lines += ['A: "a" | "b" B', "B: /[xy]/ ~ 1..2"]
+    if draw(st.booleans()):
+        lines.append('%ignore " "')
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=grammars(), seed=st.integers(0, 2**16))
+def test_generated_grammars_have_lark_s_language(text: str, seed: int) -> None:
+    with pytest.MonkeyPatch.context() as mp:
+        fast, slow = both_ways(text, mp)
+    same_language(fast, slow, seed, steps=12)
