@@ -28,6 +28,8 @@ from ..limits import active
 from ..special_tokens import Ref as SpecialRef
 from ..special_tokens import past_lark_literal, require_view, resolve, rewrite_lark_refs, spelling_dfa
 from ..vocab import Vocabulary
+from .lark_rules import compile_rules
+from .lark_syntax import load_grammar
 
 __all__ = ["Lark"]
 
@@ -178,8 +180,6 @@ def lark_to_cfg(text: str, *, start: str = "start", source_path: str | None = No
     ``specials`` maps declared terminals to the special tokens (names) they stand for."""
     from lark.exceptions import LarkError
 
-    from .lark_rules import compile_rules
-    from .lark_syntax import load_grammar
 
     if not isinstance(text, str):
         raise GrammarError(f"Lark grammar text must be str, got {type(text).__name__}")

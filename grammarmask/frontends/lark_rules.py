@@ -21,6 +21,7 @@ words the refusal. ``tests/test_lark_rules.py`` holds the two ways to the same l
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -75,9 +76,15 @@ def _empty_terminal(tree: Any) -> bool:
 
 def _literal(token: Any) -> Any:
     """lark's pattern of a "string" or /regex/ token (its checks: no newline, not empty, escapes)."""
+    return _literal_of(token.type, str(token))
+
+
+@functools.lru_cache(maxsize=4096)  # lark evaluates each literal's escapes with ast.literal_eval
+def _literal_of(kind: str, text: str) -> Any:
+    from lark.lexer import Token
     from lark.load_grammar import _literal_to_pattern
 
-    return _literal_to_pattern(token)  # type: ignore[no-untyped-call]
+    return _literal_to_pattern(Token(kind, text))  # type: ignore[no-untyped-call]
 
 
 def _range(first: Any, last: Any) -> Any:
@@ -88,6 +95,22 @@ def _range(first: Any, last: Any) -> Any:
     if len(eval_escaping(a)) != 1 or len(eval_escaping(b)) != 1:  # type: ignore[no-untyped-call]
         raise _ToLark
     return PatternRE(f"[{a}-{b}]")
+
+
+def _longest_first(p: Any) -> tuple[int, int, int]:
+    """lark's order of a terminal's alternatives (longest possible match first)."""
+    from lark.lexer import PatternStr
+
+    lo, hi = (len(p.value), len(p.value)) if isinstance(p, PatternStr) else _width(p.to_regexp())
+    return -hi, -lo, -len(p.value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _width(regexp: str) -> tuple[int, int]:
+    from lark.utils import get_regexp_width
+
+    lo, hi = get_regexp_width(regexp)  # type: ignore[no-untyped-call]
+    return lo, hi
 
 
 def _terminal_pattern(t: Any) -> Any:
@@ -101,7 +124,7 @@ def _terminal_pattern(t: Any) -> Any:
         ps = [_terminal_pattern(c) for c in ch]
         if len(ps) == 1:
             return ps[0]
-        ps.sort(key=lambda p: (-p.max_width, -p.min_width, -len(p.value)))
+        ps.sort(key=_longest_first)
         return PatternRE(f"(?:{'|'.join(p.to_regexp() for p in ps)})", ())
     if d == "expansion":
         if not ch:
