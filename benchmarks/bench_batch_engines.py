@@ -73,7 +73,8 @@ def _batch_filler(engine: Any, name: str, threads: int) -> Any:
         if pool is not None:  # the workers are started before the clock, as a server's pool would be
             started = threading.Barrier(threads)
             list(pool.map(lambda _: started.wait(), range(threads)))
-        return lambda ms, words: gm.fill_masks(ms, words, executor=pool)
+        fill_masks = gm.fill_masks  # imported before the clock too, as a server would have it
+        return lambda ms, words: fill_masks(ms, words, executor=pool)
     if name == "llguidance":
         import llguidance as llg
         import llguidance.numpy as lln
