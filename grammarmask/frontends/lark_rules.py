@@ -109,7 +109,7 @@ def _longest_first(p: Any) -> tuple[int, int, int]:
 def _width(regexp: str) -> tuple[int, int]:
     from lark.utils import get_regexp_width
 
-    lo, hi = get_regexp_width(regexp)  # type: ignore[no-untyped-call]
+    lo, hi = get_regexp_width(regexp)
     return lo, hi
 
 
