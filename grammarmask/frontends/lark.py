@@ -1,5 +1,8 @@
-"""Lark grammars: loaded with lark's own loader, written as IR expressions (:mod:`grammarmask.ir.builder`),
-lowered by the builder and masked by the Earley engine.
+"""Lark grammars: read by :mod:`.lark_syntax` into lark's own parse tree, assembled by lark's
+``GrammarBuilder`` (imports, definitions, its checks), written as IR expressions by :mod:`.lark_rules`
+(:mod:`grammarmask.ir.builder`), lowered by the builder and masked by the Earley engine. What those
+two modules leave to lark (a syntax error, templates, a grammar lark's compile refuses) goes through
+lark's own parser and compile, so lark words every error.
 
 ``Lark(text)`` accepts exactly what ``lark.Lark(text, parser="earley", lexer="dynamic")`` parses (lark's
 default): terminals are greedy (longest match at each position), ``%ignore`` terminals may sit between
