@@ -237,3 +237,13 @@ def test_terminals_are_lark_s_regexes(path: str) -> None:
     want = {t.name: t.pattern.to_regexp() for t in terminals}
     named = {n: rx for n, rx in made.items() if rx is not None and not n.startswith("__ANON")}
     assert named == {n: rx for n, rx in want.items() if n in named}
+
+
+def test_another_lark_release_goes_through_lark_s_own_reading(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert lark_syntax.mirrored()  # the pinned lark is one of the mirrored releases
+    text = (ROOT / "grammars" / "json.lark").read_text()
+    want = lark_to_cfg(text)
+    monkeypatch.setattr(lark_syntax, "mirrored", lambda: False)
+    monkeypatch.setattr(lark_syntax, "parse", lambda text: pytest.fail("lark's parser should read it"))
+    monkeypatch.setattr(lark_rules, "_Rules", lambda *a: pytest.fail("lark's compile should run"))
+    same_language(lark_to_cfg(text), want, seed=1)

@@ -54,7 +54,10 @@ def compile_rules(
     from lark.exceptions import LarkError
 
     from ..errors import GrammarMaskError
+    from .lark_syntax import mirrored
 
+    if not mirrored():
+        return None
     try:
         defined = [(name, tree) for name, (tree, _priority) in grammar.term_defs if tree is not None]
         if any(_empty_terminal(tree) for _name, tree in defined):

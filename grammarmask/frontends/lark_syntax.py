@@ -9,7 +9,9 @@ validation, the terminal and rule compilation) runs on it unchanged: the grammar
 the one it would have compiled.
 
 Text this reader does not take (any syntax error) goes to lark's own parser, so lark words every
-error as before. ``tests/test_lark_syntax.py`` holds the trees equal to lark's.
+error as before. ``tests/test_lark_syntax.py`` holds the trees equal to lark's. The reader (and
+:mod:`.lark_rules`) mirror lark's ``load_grammar`` module, which is the same in every lark release
+from 1.2.1 to 1.3.1; with any other lark, lark's own parser and compile run (:func:`mirrored`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,18 @@ _ORDER = (
 _SKIPPED = frozenset({"WS", "COMMENT", "BACKSLASH"})
 _EXPR_START = frozenset({"_LPAR", "_LBRA", "TERMINAL", "RULE", "STRING", "REGEXP"})
 _END = "$END"
+
+
+# lark releases whose load_grammar module (grammar tokens, GrammarBuilder, compile) was read
+MIRRORED = ("1.2.1", "1.2.2", "1.3.0", "1.3.1")
+
+
+@functools.cache
+def mirrored() -> bool:
+    """Whether the installed lark is one whose grammar reading these modules mirror."""
+    from importlib.metadata import version
+
+    return version("lark") in MIRRORED
 
 
 class _Unread(Exception):
@@ -305,6 +319,10 @@ def _builder() -> type:
 def load_grammar(text: str, source: str, import_paths: Sequence[Any]) -> Any:
     """``lark.load_grammar.load_grammar(text, source, import_paths, False)``'s grammar, read by
     :func:`parse` (lark's ``Grammar``; compile it with ``.compile(start, set())``)."""
+    if not mirrored():
+        from lark.load_grammar import load_grammar as larks
+
+        return larks(text, source, list(import_paths), False)[0]  # type: ignore[no-untyped-call]
     builder = _builder()(False, list(import_paths))
     builder.load_grammar(text, source)
     return builder.build()
