@@ -247,3 +247,14 @@ def test_another_lark_release_goes_through_lark_s_own_reading(monkeypatch: pytes
     monkeypatch.setattr(lark_syntax, "parse", lambda text: pytest.fail("lark's parser should read it"))
     monkeypatch.setattr(lark_rules, "_Rules", lambda *a: pytest.fail("lark's compile should run"))
     same_language(lark_to_cfg(text), want, seed=1)
+
+
+def test_imports_from_lark_s_bundled_grammars_are_kept_and_copied() -> None:
+    text = '%import common.WS\n%import common.INT -> N\n%ignore WS\nstart: N ("," N)*\n'
+    first, again = lark_to_cfg(text), lark_to_cfg(text)  # the second from what the first kept
+    same_language(again, first, seed=3)
+    with pytest.raises(lark.exceptions.GrammarError) as e:
+        lark.Lark('%import common.WS\n%import python.COMMENT -> WS\nstart: WS\n')
+    with pytest.raises(gm.GrammarError) as ours:
+        lark_to_cfg('%import common.WS\n%import python.COMMENT -> WS\nstart: WS\n')
+    assert str(e.value) in str(ours.value)

@@ -16,7 +16,9 @@ from 1.2.1 to 1.3.1; with any other lark, lark's own parser and compile run (:fu
 
 from __future__ import annotations
 
+import copy
 import functools
+import os
 import re
 import types
 from collections.abc import Callable, Sequence
@@ -307,13 +309,44 @@ def _rebound(fn: Callable[..., Any], **names: Any) -> Callable[..., Any]:
 
 @functools.cache
 def _builder() -> type:
+    from lark.exceptions import GrammarError
     from lark.load_grammar import GrammarBuilder
 
     # lark's GrammarBuilder whose grammars (and the grammars they import) are read by parse()
     builder = type("_Builder", (GrammarBuilder,), {
         "load_grammar": _rebound(GrammarBuilder.load_grammar, _parse_grammar=_parse_grammar)})
-    setattr(builder, "do_import", _rebound(GrammarBuilder.do_import, GrammarBuilder=builder))  # noqa: B010
+    do_import = _rebound(GrammarBuilder.do_import, GrammarBuilder=builder)
+
+    def do_import_bundled(self: Any, dotted_path: Any, base_path: Any, aliases: Any, base_mangle: Any = None
+                          ) -> None:
+        """lark's ``do_import``; what a grammar takes from lark's own bundled grammars (``%import
+        common.X``: no import paths, not relative) is kept per process, and handed out as copies."""
+        if self.import_paths or base_path is not None or base_mangle is not None:
+            return do_import(self, dotted_path, base_path, aliases, base_mangle)  # type: ignore[no-any-return]
+        key = (tuple(dotted_path), tuple(sorted(aliases.items())), self.global_keep_all_tokens)
+        kept = _BUNDLED.get(key)
+        if kept is None:
+            scratch = builder(self.global_keep_all_tokens)
+            do_import(scratch, dotted_path, None, aliases, None)
+            if len(_BUNDLED) >= _BUNDLED_ENTRIES:
+                _BUNDLED.clear()
+            kept = _BUNDLED[key] = (scratch._definitions, scratch.used_files)
+        definitions, used = kept
+        for name in definitions:  # lark's own check, in lark's words
+            if name in self._definitions:
+                raise GrammarError(f"Cannot import '{name}' from '{os.path.join(*dotted_path) + '.lark'}': "
+                                   "Symbol already defined.")
+        self._definitions.update((name, copy.deepcopy(d)) for name, d in definitions.items())
+        self.used_files.update(used)
+        return None
+
+    setattr(builder, "do_import", do_import_bundled)  # noqa: B010
     return builder
+
+
+# what grammars imported from lark's bundled grammars, per process (a few entries: one per import)
+_BUNDLED: dict[Any, Any] = {}
+_BUNDLED_ENTRIES = 256
 
 
 def load_grammar(text: str, source: str, import_paths: Sequence[Any]) -> Any:
