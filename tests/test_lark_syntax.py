@@ -22,9 +22,11 @@ from grammarmask.frontends.lark import lark_to_cfg
 from grammarmask.mask import Mask
 from grammarmask.native.cfg import NativeCompiledCfg
 
+from .support import CORPUS
+
 ROOT = Path(__file__).resolve().parents[1]
 FILES = sorted(
-    glob.glob(str(ROOT.parent / "shared" / "corpus" / "**" / "*.lark"), recursive=True)
+    glob.glob(str(CORPUS / "**" / "*.lark"), recursive=True)
     + glob.glob(str(ROOT / "grammars" / "*.lark"))
     + glob.glob(str(Path(lark.__file__).parent / "grammars" / "*.lark"))
 )
@@ -44,6 +46,11 @@ def lark_tree(text: str) -> Any:
         return _parse_grammar(text, "<test>")
     except Exception:  # lark refuses it (and may word the refusal with a TypeError in 1.3.1)
         return None
+
+
+def test_the_grammar_files_are_there() -> None:
+    assert sum(str(CORPUS) in f for f in FILES) >= 40  # the shared corpus's .lark files
+    assert len(FILES) >= 50
 
 
 def test_the_tokens_are_lark_s_in_lark_s_order() -> None:
