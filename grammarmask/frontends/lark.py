@@ -183,7 +183,6 @@ def lark_to_cfg(text: str, *, start: str = "start", source_path: str | None = No
     ``specials`` maps declared terminals to the special tokens (names) they stand for."""
     from lark.exceptions import LarkError
 
-
     if not isinstance(text, str):
         raise GrammarError(f"Lark grammar text must be str, got {type(text).__name__}")
     check_nesting(text)
