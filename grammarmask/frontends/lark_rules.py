@@ -224,9 +224,7 @@ class _Rules:
         elif d == "expansion":
             out = [()]
             for c in ch:
-                alts = self.alternatives(c)
-                out = _unique(a + b for a in out for b in alts)
-                _bounded(out)
+                out = _product(out, self.alternatives(c))
         elif d == "maybe":
             inner = ch[0]
             out = _unique([*self.alternatives(inner), (_EMPTY_SLOT,) * self.size(inner)])
@@ -263,7 +261,7 @@ class _Rules:
             if k >= lo:
                 out.extend(power)
             if k < hi:
-                power = _bounded(_unique(a + b for a in power for b in alts))
+                power = _product(power, alts)
         return _bounded(_unique(out))
 
     def size(self, t: Any) -> int:
@@ -328,6 +326,14 @@ class _Rules:
 
 def _unique(xs: Iterable[Any]) -> list[Any]:
     return list(dict.fromkeys(xs))
+
+
+def _product(heads: list[Any], tails: list[Any]) -> list[Any]:
+    """Each of ``heads`` followed by each of ``tails``, once (bounded before it is built: two groups
+    of 4,096 alternatives are not multiplied out to 16 million)."""
+    if len(heads) * len(tails) > _MOST_ALTERNATIVES:
+        raise _ToLark  # lark multiplies them out too; let it decide
+    return _unique(a + b for a in heads for b in tails)
 
 
 def _bounded(alts: list[Any]) -> list[Any]:
