@@ -73,14 +73,12 @@ def _tokens(text: str) -> list[Any]:
         if m is None:
             raise _Unread
         kind, value, end = str(m.lastgroup), m.group(), m.end()
-        newlines = value.count("\n")
-        if kind not in _SKIPPED:
-            end_line = line + newlines
-            end_col = end - (text.rfind("\n", 0, end) + 1) + 1 if newlines else end - line_start + 1
-            out.append(Token(kind, value, pos, line, pos - line_start + 1, end_line, end_col, end))
+        newlines, column = value.count("\n"), pos - line_start + 1
         if newlines:
-            line += newlines
             line_start = text.rfind("\n", 0, end) + 1
+        if kind not in _SKIPPED:
+            out.append(Token(kind, value, pos, line, column, line + newlines, end - line_start + 1, end))
+        line += newlines
         pos = end
     return out
 
