@@ -63,24 +63,29 @@ def flat_tables(cfg: Cfg, dense_states: int = DENSE_STATES) -> dict[str, Any]:
     sizes = [t.dfa.n_states - 1 for t in terms]
     total = 1 + sum(sizes)
     classes: npt.NDArray[np.int32] | None = None
-    cols: slice | npt.NDArray[np.intp] = slice(None)
     k = 256
     if total > dense_states:
         classes, k = lexer_classes(cfg)
-        cols = class_reps(classes, k)  # the DFAs' columns of the classes' first bytes
+    # terminal i's local state s >= 1 is global offsets[i] + s: whole-table numpy operations, not a
+    # few per terminal (a JSONSchemaBench grammar has ~80 terminals: 1.8 -> 0.3 ms)
+    offsets = np.zeros(len(terms), dtype=np.int32)
+    np.cumsum(sizes[:-1], out=offsets[1:])
     table = np.zeros((total, k), dtype=np.int32)
     acc = np.zeros(total, dtype=np.uint8)
     term_of = np.full(total, -1, dtype=np.int32)
-    starts = []
-    off = 0  # local state s >= 1 of terminal i -> global off + s
-    for i, t in enumerate(terms):
-        block = table[off + 1 : off + 1 + sizes[i]]  # filled in place: no 64-bit copy of a big DFA
-        block[...] = t.dfa.transitions[1:, cols]
-        np.add(block, off, out=block, where=block != 0)
-        acc[off + 1 : off + 1 + sizes[i]] = np.asarray(t.dfa.accepting, dtype=bool)[1:]
-        term_of[off + 1 : off + 1 + sizes[i]] = i
-        starts.append(off + int(t.dfa.start) if t.dfa.start else 0)
-        off += sizes[i]
+    if terms:
+        body = table[1:]
+        if classes is None:
+            np.concatenate([t.dfa.transitions[1:] for t in terms], out=body, casting="same_kind")
+        else:  # block by block: no 256-column copy of a big DFA
+            cols = class_reps(classes, k)  # the DFAs' columns of the classes' first bytes
+            for t, off, n in zip(terms, offsets.tolist(), sizes):
+                body[off : off + n] = t.dfa.transitions[1:, cols]
+        np.add(body, np.repeat(offsets, sizes)[:, None], out=body, where=body != 0)
+        np.concatenate([np.asarray(t.dfa.accepting, dtype=bool)[1:] for t in terms], out=acc[1:],
+                       casting="unsafe")
+        term_of[1:] = np.repeat(np.arange(len(terms), dtype=np.int32), sizes)
+    starts = [int(off) + int(t.dfa.start) if t.dfa.start else 0 for t, off in zip(terms, offsets.tolist())]
     ptr = [0]
     rhs: list[int] = []
     for r in cfg.rules:
