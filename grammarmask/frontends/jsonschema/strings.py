@@ -266,13 +266,6 @@ _DOT = encode_set(_complement(_LINE_TERMINATORS)) or ""
 _ANY_CANON = encode_set([(0, MAXC)]) or ""
 
 
-def trie_words(trie: dict[str, Any], prefix: str = "") -> Iterable[str]:
-    for k, v in trie.items():
-        if k:
-            yield prefix + k
-            yield from trie_words(v, prefix + k)
-
-
 def key_not_in(words: Iterable[str]) -> str:
     """Regex for the JSON text of any string (canonical forms) that is not one of ``words``."""
     trie: dict[str, Any] = {}
@@ -285,38 +278,40 @@ def key_not_in(words: Iterable[str]) -> str:
 
     # When no key has a character with an escaped form, escapes never continue the trie: leaving it
     # by an escape is "any trie path, then an escape", written once instead of at every node.
-    plain = all(ord(c) >= 0x20 and c not in '"\\/' for w in trie_words(trie) for c in w)
+    plain = all(ord(c) >= 0x20 and c not in '"\\/' for w in keys for c in w)
 
-    def deviate(node: dict[str, Any]) -> str | None:
-        """Trie paths followed by one character that leaves the trie (the rest is free)."""
+    def walk(node: dict[str, Any]) -> tuple[str | None, str, str | None]:
+        """Three regexes of the trie below ``node`` (one pass: a schema's keys are read once):
+        paths followed by one character that leaves the trie (the rest is free), or None; all
+        paths; paths that are not words, or None."""
+        deviate: list[str] = []
+        paths: list[str] = []
+        prefixes: list[str] = []
         kids = sorted(k for k in node if k)
-        alts = [literal(k) + d for k in kids if (d := deviate(node[k])) is not None]
+        for k in kids:
+            d, p, q = walk(node[k])
+            lit = _char(k)
+            if d is not None:
+                deviate.append(lit + d)
+            paths.append(lit + p)
+            if q is not None:
+                prefixes.append(lit + q)
         other = _other_char("".join(kids), plain)
         if other:
-            alts.append(other)
-        return _group(alts) if alts else None
-
-    def paths(node: dict[str, Any]) -> str:
-        kids = sorted(k for k in node if k)
-        alts = [literal(k) + paths(node[k]) for k in kids] + [""]
-        return _group(alts)
-
-    def prefixes(node: dict[str, Any]) -> str | None:
-        """Trie paths that are not words."""
-        kids = sorted(k for k in node if k)
-        alts = [literal(k) + p for k in kids if (p := prefixes(node[k])) is not None]
+            deviate.append(other)
+        paths.append("")
         if "" not in node:
-            alts.append("")
-        return _group(alts) if alts else None
+            prefixes.append("")
+        return (_group(deviate) if deviate else None, _group(paths),
+                _group(prefixes) if prefixes else None)
 
+    d, all_paths, p = walk(trie)
     parts = []
-    d = deviate(trie)
     if plain:
         esc = encode_set(_ESCAPED) or ""
-        d = _group([x for x in (d, paths(trie) + esc) if x])
+        d = _group([x for x in (d, all_paths + esc) if x])
     if d is not None:
         parts.append(f"{d}{_ANY_CANON}*")
-    p = prefixes(trie)
     if p is not None:
         parts.append(p)
     return _group(parts) if parts else NOTHING
