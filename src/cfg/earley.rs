@@ -187,8 +187,9 @@ impl Sigs {
         }
     }
 
-    fn intern(&mut self, key: Vec<u64>) -> u64 {
-        if let Some(&id) = self.ids.get(&key) {
+    /// The id of `key` (copied only when it is new: most sets a walk builds were seen before).
+    fn intern(&mut self, key: &[u64]) -> u64 {
+        if let Some(&id) = self.ids.get(key) {
             return id;
         }
         if self.ids.len() >= self.limit {
@@ -196,9 +197,27 @@ impl Sigs {
         }
         let id = self.next;
         self.next += 1;
-        self.ids.insert(key, id);
+        self.ids.insert(key.to_vec(), id);
         id
     }
+}
+
+/// [`ESet::build`]'s working sets, kept per thread between builds.
+#[derive(Default)]
+struct BuildScratch {
+    items: HashSet<u64>,
+    slot_of: HashMap<*const ESet, u32>,
+    predicted: HashSet<u32>,
+    parts: Vec<(u64, u64)>,
+    pred: Vec<u32>,
+    key: Vec<u64>,
+}
+
+/// Items a thread's scratch keeps room for between builds.
+const SCRATCH_KEPT: usize = 1 << 14;
+
+thread_local! {
+    static SCRATCH: std::cell::Cell<BuildScratch> = std::cell::Cell::new(BuildScratch::default());
 }
 
 /// A complete item `(dot, origin)`.
@@ -253,12 +272,29 @@ impl ESet {
         predict: Option<u32>,
     ) -> Result<Arc<ESet>, CfgError> {
         let g = cx.g;
-        let mut items: HashSet<u64> = HashSet::default();
-        let mut slot_of: HashMap<*const ESet, u32> = HashMap::default();
+        // the working sets live in this thread's scratch (cleared, their memory kept): a mask walk
+        // builds thousands of speculative sets, and allocating them afresh was a third of its time
+        let mut scratch = SCRATCH.take();
+        let BuildScratch {
+            items,
+            slot_of,
+            predicted,
+            parts,
+            pred,
+            key,
+        } = &mut scratch;
+        if items.capacity() > SCRATCH_KEPT {
+            // one huge set does not make every later clear() walk its buckets
+            *items = HashSet::default();
+            *slot_of = HashMap::default();
+            *predicted = HashSet::default();
+        }
+        items.clear();
+        slot_of.clear();
+        predicted.clear();
         let mut origins: Vec<Arc<ESet>> = Vec::new();
         let mut waiting: HashMap<u32, Vec<u64>> = HashMap::default();
         let mut scan: HashMap<u32, Vec<u64>> = HashMap::default();
-        let mut predicted: HashSet<u32> = HashSet::default();
         let predict_ = |x: u32,
                         predicted: &mut HashSet<u32>,
                         scan: &mut HashMap<u32, Vec<u64>>,
@@ -275,13 +311,14 @@ impl ESet {
             }
         };
         if let Some(x) = predict {
-            predict_(x, &mut predicted, &mut scan, &mut waiting);
+            predict_(x, predicted, &mut scan, &mut waiting);
         }
         let mut agenda = kernel;
         let mut accepting = false;
         let mut budget = g.items_per_set;
         while let Some((dot, origin)) = agenda.pop() {
             if budget == 0 {
+                SCRATCH.set(scratch);
                 return Err(CfgError::Budget {
                     budget: "earley_items_per_set",
                     value: g.items_per_set,
@@ -330,7 +367,7 @@ impl ESet {
                 let y = sym as u32;
                 waiting.entry(y).or_default().push(it);
                 if !predicted.contains(&y) {
-                    predict_(y, &mut predicted, &mut scan, &mut waiting);
+                    predict_(y, predicted, &mut scan, &mut waiting);
                 }
                 if g.nullable[y as usize] {
                     agenda.push((dot + 1, origin));
@@ -341,21 +378,25 @@ impl ESet {
         }
         let accepting = accepting || (index == 0 && g.nullable[g.start as usize]);
         // the signature: sorted (dot, origin signature) of the items, then the predictions
-        let mut parts: Vec<(u64, u64)> = items
-            .iter()
-            .map(|&it| (it >> SHIFT, origins[(it & SLOT) as usize - 1].sig))
-            .collect();
+        parts.clear();
+        parts.extend(
+            items
+                .iter()
+                .map(|&it| (it >> SHIFT, origins[(it & SLOT) as usize - 1].sig)),
+        );
         parts.sort_unstable();
-        let mut pred: Vec<u32> = predicted.into_iter().collect();
+        pred.clear();
+        pred.extend(predicted.iter().copied());
         pred.sort_unstable();
-        let mut key = Vec::with_capacity(2 * parts.len() + pred.len() + 1);
+        key.clear();
         key.push(parts.len() as u64);
-        for (d, s) in parts {
+        for &(d, s) in parts.iter() {
             key.push(d);
             key.push(s);
         }
         key.extend(pred.iter().map(|&p| u64::from(p)));
         let sig = cx.sigs.intern(key);
+        SCRATCH.set(scratch);
         let lx = cx.lx;
         let mut pend: Vec<u32> = scan
             .keys()
