@@ -71,8 +71,8 @@ fn split(it: u64) -> (u32, u32) {
 }
 
 /// The items of `lists`, sorted (a deterministic order for ties).
-fn sorted_items<'a>(lists: impl Iterator<Item = &'a Vec<u64>>) -> Vec<u64> {
-    let mut out: Vec<u64> = lists.flatten().copied().collect();
+fn sorted_items(lists: &[&[u64]]) -> Vec<u64> {
+    let mut out: Vec<u64> = lists.concat();
     out.sort_unstable();
     out
 }
@@ -114,10 +114,8 @@ fn compute(e: &Arc<ESet>, g: &Grammar, tails: &Tails) -> Costs {
     if e.index == 0 {
         heap.push(Reverse((0, g.start, serial, None)));
     }
-    let mut keys: Vec<u32> = e.waiting.keys().copied().collect();
-    keys.sort_unstable();
-    for x in keys {
-        let mut items = e.waiting[&x].clone();
+    for &x in e.waiting.keys() {
+        let mut items = e.waiting.get(x).unwrap_or_default().to_vec();
         items.sort_unstable();
         for it in items {
             let (d, k) = split(it);
@@ -164,7 +162,7 @@ pub fn finish(e: &Arc<ESet>, g: &Grammar, tails: &Tails) -> Option<(u64, Vec<i32
     let tail = &tails.0;
     let own = table(e, g, tails);
     let mut best: Option<(u64, u32, u32)> = None;
-    for it in sorted_items(e.scan.values().chain(e.waiting.values())) {
+    for it in sorted_items(&[e.scan.items(), e.waiting.items()]) {
         let (d, k) = split(it);
         let o = origin(e, k);
         let t = if k == 0 {

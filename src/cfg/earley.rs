@@ -202,6 +202,58 @@ impl Sigs {
     }
 }
 
+/// Items grouped by a symbol (the terminal they scan, or the nonterminal they wait for), in three
+/// flat arrays: a set holds two of these, where a map of vectors cost an allocation per symbol.
+#[derive(Debug, Default)]
+pub struct Groups {
+    /// the symbols, ascending
+    keys: Vec<u32>,
+    /// `items[ptr[i]..ptr[i + 1]]` are `keys[i]`'s, in the order they were added
+    ptr: Vec<u32>,
+    items: Vec<u64>,
+}
+
+impl Groups {
+    /// The groups of `pairs` (symbol, item), which are sorted by symbol (stably) in place.
+    fn from_pairs(pairs: &mut [(u32, u64)]) -> Self {
+        pairs.sort_by_key(|&(k, _)| k);
+        let mut g = Groups {
+            keys: Vec::new(),
+            ptr: Vec::new(),
+            items: Vec::with_capacity(pairs.len()),
+        };
+        for &(k, it) in pairs.iter() {
+            if g.keys.last() != Some(&k) {
+                g.keys.push(k);
+                g.ptr.push(g.items.len() as u32);
+            }
+            g.items.push(it);
+        }
+        g.ptr.push(g.items.len() as u32);
+        g
+    }
+
+    /// `k`'s items, if any.
+    pub fn get(&self, k: u32) -> Option<&[u64]> {
+        let i = self.keys.binary_search(&k).ok()?;
+        Some(&self.items[self.ptr[i] as usize..self.ptr[i + 1] as usize])
+    }
+
+    pub fn contains_key(&self, k: u32) -> bool {
+        self.keys.binary_search(&k).is_ok()
+    }
+
+    /// The symbols, ascending.
+    pub fn keys(&self) -> &[u32] {
+        &self.keys
+    }
+
+    /// Every item, grouped by symbol.
+    pub fn items(&self) -> &[u64] {
+        &self.items
+    }
+}
+
 /// [`ESet::build`]'s working sets, kept per thread between builds.
 #[derive(Default)]
 struct BuildScratch {
@@ -211,6 +263,8 @@ struct BuildScratch {
     parts: Vec<(u64, u64)>,
     pred: Vec<u32>,
     key: Vec<u64>,
+    scan: Vec<(u32, u64)>,
+    waiting: Vec<(u32, u64)>,
 }
 
 /// Items a thread's scratch keeps room for between builds.
@@ -229,8 +283,8 @@ type Leo = Option<Item>;
 pub struct ESet {
     pub index: u32,
     pub(super) origins: Vec<Arc<ESet>>,
-    pub(super) waiting: HashMap<u32, Vec<u64>>,
-    pub(super) scan: HashMap<u32, Vec<u64>>,
+    pub(super) waiting: Groups,
+    pub(super) scan: Groups,
     /// whether the terminals read so far form a sentence
     pub accepting: bool,
     /// structural signature (see [`Sigs`])
@@ -262,7 +316,7 @@ impl ESet {
 
     /// The terminals this set can scan next.
     pub fn allows(&self, t: u32) -> bool {
-        self.scan.contains_key(&t)
+        self.scan.contains_key(t)
     }
 
     fn build(
@@ -282,6 +336,8 @@ impl ESet {
             parts,
             pred,
             key,
+            scan,
+            waiting,
         } = &mut scratch;
         if items.capacity() > SCRATCH_KEPT {
             // one huge set does not make every later clear() walk its buckets
@@ -292,26 +348,26 @@ impl ESet {
         items.clear();
         slot_of.clear();
         predicted.clear();
+        scan.clear();
+        waiting.clear();
         let mut origins: Vec<Arc<ESet>> = Vec::new();
-        let mut waiting: HashMap<u32, Vec<u64>> = HashMap::default();
-        let mut scan: HashMap<u32, Vec<u64>> = HashMap::default();
         let predict_ = |x: u32,
                         predicted: &mut HashSet<u32>,
-                        scan: &mut HashMap<u32, Vec<u64>>,
-                        waiting: &mut HashMap<u32, Vec<u64>>| {
+                        scan: &mut Vec<(u32, u64)>,
+                        waiting: &mut Vec<(u32, u64)>| {
             for &z in &g.reach[x as usize] {
                 if predicted.insert(z) {
                     for &(t, d) in &g.own_scan[z as usize] {
-                        scan.entry(t).or_default().push(u64::from(d) << SHIFT);
+                        scan.push((t, u64::from(d) << SHIFT));
                     }
                     for &(w, d) in &g.own_wait[z as usize] {
-                        waiting.entry(w).or_default().push(u64::from(d) << SHIFT);
+                        waiting.push((w, u64::from(d) << SHIFT));
                     }
                 }
             }
         };
         if let Some(x) = predict {
-            predict_(x, predicted, &mut scan, &mut waiting);
+            predict_(x, predicted, scan, waiting);
         }
         let mut agenda = kernel;
         let mut accepting = false;
@@ -352,7 +408,7 @@ impl ESet {
                     agenda.push((ld, lo));
                     continue;
                 }
-                if let Some(w) = origin.waiting.get(&x) {
+                if let Some(w) = origin.waiting.get(x) {
                     for &it2 in w {
                         let k2 = (it2 & SLOT) as usize;
                         let o2 = if k2 != 0 {
@@ -365,15 +421,15 @@ impl ESet {
                 }
             } else if sym >= 0 {
                 let y = sym as u32;
-                waiting.entry(y).or_default().push(it);
+                waiting.push((y, it));
                 if !predicted.contains(&y) {
-                    predict_(y, predicted, &mut scan, &mut waiting);
+                    predict_(y, predicted, scan, waiting);
                 }
                 if g.nullable[y as usize] {
                     agenda.push((dot + 1, origin));
                 }
             } else {
-                scan.entry(!sym as u32).or_default().push(it);
+                scan.push((!sym as u32, it));
             }
         }
         let accepting = accepting || (index == 0 && g.nullable[g.start as usize]);
@@ -396,10 +452,13 @@ impl ESet {
         }
         key.extend(pred.iter().map(|&p| u64::from(p)));
         let sig = cx.sigs.intern(key);
+        let scan = Groups::from_pairs(scan);
+        let waiting = Groups::from_pairs(waiting);
         SCRATCH.set(scratch);
         let lx = cx.lx;
         let mut pend: Vec<u32> = scan
             .keys()
+            .iter()
             .map(|&t| lx.start[t as usize])
             .chain(lx.ignore_starts.iter().copied())
             .filter(|&q| q != 0)
@@ -429,7 +488,7 @@ impl ESet {
 
     /// One link of Leo's deterministic reduction path for completing `x` into this set.
     fn leo_link(&self, g: &Grammar, x: u32) -> Option<(u32, Arc<ESet>)> {
-        let w = self.waiting.get(&x)?;
+        let w = self.waiting.get(x)?;
         if w.len() != 1 || w[0] & SLOT == 0 {
             return None;
         }
@@ -481,7 +540,7 @@ impl ESet {
         cx: &mut Ctx<'_>,
         t: u32,
     ) -> Result<Option<Arc<ESet>>, CfgError> {
-        let Some(src) = self.scan.get(&t) else {
+        let Some(src) = self.scan.get(t) else {
             return Ok(None);
         };
         if let Some(hit) = lock(&self.next).get(&t).and_then(Weak::upgrade) {
