@@ -114,7 +114,7 @@ fn compute(e: &Arc<ESet>, g: &Grammar, tails: &Tails) -> Costs {
     if e.index == 0 {
         heap.push(Reverse((0, g.start, serial, None)));
     }
-    for &x in e.waiting.keys() {
+    for x in e.waiting.keys() {
         let mut items = e.waiting.get(x).unwrap_or_default().to_vec();
         items.sort_unstable();
         for it in items {

@@ -202,50 +202,51 @@ impl Sigs {
     }
 }
 
-/// Items grouped by a symbol (the terminal they scan, or the nonterminal they wait for), in three
+/// Items grouped by a symbol (the terminal they scan, or the nonterminal they wait for), in two
 /// flat arrays: a set holds two of these, where a map of vectors cost an allocation per symbol.
 #[derive(Debug, Default)]
 pub struct Groups {
-    /// the symbols, ascending
-    keys: Vec<u32>,
-    /// `items[ptr[i]..ptr[i + 1]]` are `keys[i]`'s, in the order they were added
-    ptr: Vec<u32>,
+    /// (symbol, end) ascending by symbol: the symbol's items are `items[previous end..end]`
+    index: Vec<(u32, u32)>,
+    /// the items, grouped by symbol, in the order they were added
     items: Vec<u64>,
 }
 
 impl Groups {
     /// The groups of `pairs` (symbol, item), which are sorted by symbol (stably) in place.
     fn from_pairs(pairs: &mut [(u32, u64)]) -> Self {
-        pairs.sort_by_key(|&(k, _)| k);
-        let mut g = Groups {
-            keys: Vec::new(),
-            ptr: Vec::new(),
-            items: Vec::with_capacity(pairs.len()),
-        };
-        for &(k, it) in pairs.iter() {
-            if g.keys.last() != Some(&k) {
-                g.keys.push(k);
-                g.ptr.push(g.items.len() as u32);
-            }
-            g.items.push(it);
+        if pairs.is_empty() {
+            return Groups::default();
         }
-        g.ptr.push(g.items.len() as u32);
-        g
+        pairs.sort_by_key(|&(k, _)| k);
+        let symbols = 1 + pairs.windows(2).filter(|w| w[0].0 != w[1].0).count();
+        let mut index: Vec<(u32, u32)> = Vec::with_capacity(symbols);
+        for (i, &(k, _)) in pairs.iter().enumerate() {
+            match index.last_mut() {
+                Some(last) if last.0 == k => last.1 = i as u32 + 1,
+                _ => index.push((k, i as u32 + 1)),
+            }
+        }
+        Groups {
+            index,
+            items: pairs.iter().map(|&(_, it)| it).collect(),
+        }
     }
 
     /// `k`'s items, if any.
     pub fn get(&self, k: u32) -> Option<&[u64]> {
-        let i = self.keys.binary_search(&k).ok()?;
-        Some(&self.items[self.ptr[i] as usize..self.ptr[i + 1] as usize])
+        let i = self.index.binary_search_by_key(&k, |&(s, _)| s).ok()?;
+        let start = if i == 0 { 0 } else { self.index[i - 1].1 };
+        Some(&self.items[start as usize..self.index[i].1 as usize])
     }
 
     pub fn contains_key(&self, k: u32) -> bool {
-        self.keys.binary_search(&k).is_ok()
+        self.index.binary_search_by_key(&k, |&(s, _)| s).is_ok()
     }
 
     /// The symbols, ascending.
-    pub fn keys(&self) -> &[u32] {
-        &self.keys
+    pub fn keys(&self) -> impl Iterator<Item = u32> + '_ {
+        self.index.iter().map(|&(s, _)| s)
     }
 
     /// Every item, grouped by symbol.
@@ -458,8 +459,7 @@ impl ESet {
         let lx = cx.lx;
         let mut pend: Vec<u32> = scan
             .keys()
-            .iter()
-            .map(|&t| lx.start[t as usize])
+            .map(|t| lx.start[t as usize])
             .chain(lx.ignore_starts.iter().copied())
             .filter(|&q| q != 0)
             .collect();
