@@ -330,6 +330,10 @@ impl ESet {
         // the working sets live in this thread's scratch (cleared, their memory kept): a mask walk
         // builds thousands of speculative sets, and allocating them afresh was a third of its time
         let mut scratch = SCRATCH.take();
+        if scratch.items.capacity() > SCRATCH_KEPT {
+            // a huge set's memory is not kept, nor its buckets walked by every later clear()
+            scratch = BuildScratch::default();
+        }
         let BuildScratch {
             items,
             slot_of,
@@ -340,12 +344,6 @@ impl ESet {
             scan,
             waiting,
         } = &mut scratch;
-        if items.capacity() > SCRATCH_KEPT {
-            // one huge set does not make every later clear() walk its buckets
-            *items = HashSet::default();
-            *slot_of = HashMap::default();
-            *predicted = HashSet::default();
-        }
         items.clear();
         slot_of.clear();
         predicted.clear();
@@ -583,6 +581,21 @@ impl Drop for ESet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn groups_keep_each_symbols_items_in_the_order_added() {
+        let mut pairs = vec![(5, 50), (2, 20), (5, 51), (9, 90), (2, 21), (5, 52)];
+        let g = Groups::from_pairs(&mut pairs);
+        assert_eq!(g.keys().collect::<Vec<_>>(), vec![2, 5, 9]);
+        assert_eq!(g.get(2), Some(&[20, 21][..]));
+        assert_eq!(g.get(5), Some(&[50, 51, 52][..]));
+        assert_eq!(g.get(9), Some(&[90][..]));
+        assert_eq!(g.get(3), None);
+        assert!(g.contains_key(9) && !g.contains_key(0));
+        assert_eq!(g.items(), &[20, 21, 50, 51, 52, 90]);
+        let empty = Groups::from_pairs(&mut []);
+        assert_eq!((empty.get(0), empty.keys().count()), (None, 0));
+    }
 
     /// A lexer with `n` one-byte terminals: terminal t is the byte b'a' + t.
     fn bytes_lexer(n: usize) -> Lexer {
