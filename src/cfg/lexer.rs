@@ -415,6 +415,22 @@ impl<K: std::hash::Hash + Eq + Clone> Interner<K> {
         id
     }
 
+    /// [`Interner::intern`] of a borrowed value, copied in only when it is new (a mask walk asks
+    /// for the same configuration sets over and over).
+    pub fn intern_ref<Q>(&mut self, k: &Q) -> u32
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: std::hash::Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        if let Some(&id) = self.ids.get(k) {
+            return id;
+        }
+        let id = self.values.len() as u32;
+        self.values.push(k.to_owned());
+        self.ids.insert(k.to_owned(), id);
+        id
+    }
+
     pub fn len(&self) -> usize {
         self.values.len()
     }

@@ -324,10 +324,21 @@ impl Subtrees {
 
     fn intern(&mut self, confs: Vec<WConf>) -> u32 {
         let id = self.sets.intern(confs);
+        self.room_for(id);
+        id
+    }
+
+    /// [`Subtrees::intern`] of a borrowed set (copied only when new).
+    fn intern_slice(&mut self, confs: &[WConf]) -> u32 {
+        let id = self.sets.intern_ref(confs);
+        self.room_for(id);
+        id
+    }
+
+    fn room_for(&mut self, id: u32) {
         if self.trans.len() < (id as usize + 1) * 256 {
             self.trans.resize((id as usize + 1) * 256, 0);
         }
-        id
     }
 
     /// Mark the tokens that leave some configuration made by a close alive: one preorder scan, a
@@ -374,12 +385,12 @@ impl Subtrees {
                         &mut scratch,
                     )?;
                     next = if scratch.is_empty() {
-                        self.scratch = scratch;
                         1
                     } else {
                         scratch.sort_unstable();
-                        self.intern(scratch) + 2
+                        self.intern_slice(&scratch) + 2
                     };
+                    self.scratch = scratch; // its memory kept for the next step
                     self.trans[slot] = next;
                 }
                 if next == 1 {
