@@ -67,7 +67,7 @@ def flat_tables(cfg: Cfg, dense_states: int = DENSE_STATES) -> dict[str, Any]:
     if total > dense_states:
         classes, k = lexer_classes(cfg)
     # terminal i's local state s >= 1 is global offsets[i] + s: whole-table numpy operations, not a
-    # few per terminal (a JSONSchemaBench grammar has ~80 terminals: 1.8 -> 0.3 ms)
+    # few per terminal (JSONSchemaBench grammars, median 21 terminals: 0.21 -> 0.16 ms)
     offsets = np.zeros(len(terms), dtype=np.int32)
     np.cumsum(sizes[:-1], out=offsets[1:])
     table = np.zeros((total, k), dtype=np.int32)
