@@ -275,6 +275,31 @@ thread_local! {
     static SCRATCH: std::cell::Cell<BuildScratch> = std::cell::Cell::new(BuildScratch::default());
 }
 
+impl BuildScratch {
+    /// This thread's scratch, emptied (a fresh one after a huge set: its memory is not kept, nor
+    /// its buckets walked by every later clear()).
+    fn take() -> Self {
+        let mut s = SCRATCH.take();
+        if s.items.capacity() > SCRATCH_KEPT {
+            return BuildScratch::default();
+        }
+        s.items.clear();
+        s.slot_of.clear();
+        s.predicted.clear();
+        s.parts.clear();
+        s.pred.clear();
+        s.key.clear();
+        s.scan.clear();
+        s.waiting.clear();
+        s
+    }
+
+    /// Keep the scratch for this thread's next build.
+    fn give_back(self) {
+        SCRATCH.set(self);
+    }
+}
+
 /// A complete item `(dot, origin)`.
 type Item = (u32, Arc<ESet>);
 type Leo = Option<Item>;
@@ -329,11 +354,7 @@ impl ESet {
         let g = cx.g;
         // the working sets live in this thread's scratch (cleared, their memory kept): a mask walk
         // builds thousands of speculative sets, and allocating them afresh was a third of its time
-        let mut scratch = SCRATCH.take();
-        if scratch.items.capacity() > SCRATCH_KEPT {
-            // a huge set's memory is not kept, nor its buckets walked by every later clear()
-            scratch = BuildScratch::default();
-        }
+        let mut scratch = BuildScratch::take();
         let BuildScratch {
             items,
             slot_of,
@@ -344,11 +365,6 @@ impl ESet {
             scan,
             waiting,
         } = &mut scratch;
-        items.clear();
-        slot_of.clear();
-        predicted.clear();
-        scan.clear();
-        waiting.clear();
         let mut origins: Vec<Arc<ESet>> = Vec::new();
         let predict_ = |x: u32,
                         predicted: &mut HashSet<u32>,
@@ -373,7 +389,7 @@ impl ESet {
         let mut budget = g.items_per_set;
         while let Some((dot, origin)) = agenda.pop() {
             if budget == 0 {
-                SCRATCH.set(scratch);
+                scratch.give_back();
                 return Err(CfgError::Budget {
                     budget: "earley_items_per_set",
                     value: g.items_per_set,
@@ -433,17 +449,14 @@ impl ESet {
         }
         let accepting = accepting || (index == 0 && g.nullable[g.start as usize]);
         // the signature: sorted (dot, origin signature) of the items, then the predictions
-        parts.clear();
         parts.extend(
             items
                 .iter()
                 .map(|&it| (it >> SHIFT, origins[(it & SLOT) as usize - 1].sig)),
         );
         parts.sort_unstable();
-        pred.clear();
         pred.extend(predicted.iter().copied());
         pred.sort_unstable();
-        key.clear();
         key.push(parts.len() as u64);
         for &(d, s) in parts.iter() {
             key.push(d);
@@ -453,7 +466,7 @@ impl ESet {
         let sig = cx.sigs.intern(key);
         let scan = Groups::from_pairs(scan);
         let waiting = Groups::from_pairs(waiting);
-        SCRATCH.set(scratch);
+        scratch.give_back();
         let lx = cx.lx;
         let mut pend: Vec<u32> = scan
             .keys()

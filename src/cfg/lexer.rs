@@ -409,10 +409,7 @@ impl<K: std::hash::Hash + Eq + Clone> Interner<K> {
         if let Some(&id) = self.ids.get(&k) {
             return id;
         }
-        let id = self.values.len() as u32;
-        self.values.push(k.clone());
-        self.ids.insert(k, id);
-        id
+        self.insert(k)
     }
 
     /// [`Interner::intern`] of a borrowed value, copied in only when it is new (a mask walk asks
@@ -425,9 +422,14 @@ impl<K: std::hash::Hash + Eq + Clone> Interner<K> {
         if let Some(&id) = self.ids.get(k) {
             return id;
         }
+        self.insert(k.to_owned())
+    }
+
+    /// A new value's id.
+    fn insert(&mut self, k: K) -> u32 {
         let id = self.values.len() as u32;
-        self.values.push(k.to_owned());
-        self.ids.insert(k.to_owned(), id);
+        self.values.push(k.clone());
+        self.ids.insert(k, id);
         id
     }
 
