@@ -350,27 +350,53 @@ def test_json_schemas_agree_on_tekken(tekken: gm.Vocabulary, tekken_tokenizer: A
         walk_both(nat, py, long_first(rng, tekken) if long else lambda o: rng.randrange(len(o)), 28)
 
 
-@pytest.mark.parametrize("bound", [200, 1000])
+@pytest.mark.parametrize("bound", [100, 250])
 def test_grammars_of_a_vocabulary_share_what_lexer_states_allow(tekken: gm.Vocabulary, tekken_tokenizer: Any,
                                                                 bound: int) -> None:
     # a bounded string's lexer state walked for one schema serves the next schema's strings (the
     # vocabulary's shelf, src/cfg/inside.rs) whatever their bound past the longest token (76 bytes on
-    # tekken), masks equal to the Python engine's at every step (an unbounded string's body is the
-    # vocabulary's slice, src/cfg/slice.rs: not walked, nothing to share)
+    # tekken), masks equal to the Python engine's at every step (a string of any character is read
+    # off the vocabulary's slice instead, src/cfg/slice.rs: not walked, nothing to share; this one's
+    # pattern keeps it walked)
     from grammarmask.native import native_vocabulary
 
     shelf = native_vocabulary(tekken).shelf
     for i, key in enumerate(["first", "second", "third"]):
-        string = {"type": "string", "maxLength": bound + 100 * i}
+        string = {"type": "string", "pattern": "^[^~]*$", "maxLength": bound + 100 * i}
         schema = {"type": "object", "properties": {key: string, "n": {"type": "integer"}},
                   "required": [key, "n"], "additionalProperties": False}
         nat, py = pair(gm.JsonSchema(schema), tekken)
-        doc = json.dumps({key: f"value {i} \u00e9", "n": i})
+        doc = json.dumps({key: f"value {i} \u00e9", "n": i}, ensure_ascii=False)
         token_by_token(nat, py, tekken_tokenizer.encode(doc, bos=False, eos=False))
         before, shelf = shelf, native_vocabulary(tekken).shelf
         if i > 0:
             assert shelf[1] > before[1], "the string's lexer state was walked again"
     assert shelf[0] >= 1
+
+
+@pytest.mark.parametrize(("least", "most"), [(0, 5), (1, 12), (3, 80), (0, 240)])
+def test_bounded_strings_are_read_off_the_slice(tekken: gm.Vocabulary, tekken_tokenizer: Any, least: int,
+                                                most: int) -> None:
+    # a string of minLength/maxLength takes every body token of at most the characters it has left
+    # (src/cfg/slice.rs, Slice::body_run): masks equal to the Python engine's at every step, across
+    # the bound, in characters of several bytes too; the documents' strings walked nowhere (the shelf
+    # keeps walks of the trie; a string longer than 256 characters is cut into terminals of 256, and
+    # near their ends it is walked)
+    from grammarmask.native import native_vocabulary
+
+    string = {"type": "string", "minLength": least, "maxLength": most}
+    schema = {"type": "object", "properties": {"s": string, "n": {"type": "integer"}},
+              "required": ["s", "n"], "additionalProperties": False}
+    nat, py = pair(gm.JsonSchema(schema), tekken)
+    shelved = native_vocabulary(tekken).shelf[0]
+    for value in ["", "ab", "x" * least, "é€😀 word" * 3, "q" * most, "the longest word there is"[:most]]:
+        if least <= len(value) <= most:
+            doc = json.dumps({"s": value, "n": 1}, ensure_ascii=False)
+            token_by_token(nat, py, tekken_tokenizer.encode(doc, bos=False, eos=False))
+    assert native_vocabulary(tekken).shelf[0] == shelved
+    rng = random.Random(most)
+    for _ in range(3):
+        walk_both(nat, py, long_first(rng, tekken), 24)
 
 
 def test_keys_beside_declared_names_agree_on_tekken(tekken: gm.Vocabulary, tekken_tokenizer: Any) -> None:

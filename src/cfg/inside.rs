@@ -13,6 +13,8 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use rustc_hash::FxHashMap as HashMap;
+
 use super::lexer::{LexCache, Lexer, NONE};
 use super::slice::Slice;
 use super::walk::Walk;
@@ -485,6 +487,12 @@ pub struct Insides {
     by_lex: Lru<u32, Kept>,
     /// the lexer states last computed, newest first, with their shapes ([`LexCache::shape`])
     recent: VecDeque<(u32, (Vec<u32>, u32))>,
+    /// the lexer states last computed of each shape, newest first ([`Insides::alike`]): a string
+    /// of bounded length has a lexer state per length, and the next one of its lengths met may
+    /// come after many other lexer states (a document's other values)
+    by_shape: Lru<(Vec<u32>, u32), Vec<u32>>,
+    /// the DFA state each body character leads a DFA state to ([`Slice::body_run`])
+    body_next: HashMap<u32, Option<u32>>,
     shelf: Option<Arc<Shelf>>,
     slice: Option<Arc<Slice>>,
     pool: Arc<Pool>,
@@ -494,6 +502,15 @@ pub struct Insides {
 /// [`Lexer::first_difference`] may visit.
 const CANDIDATES: usize = 8;
 const ALIKE_PAIRS: usize = 2048;
+/// Shapes whose last lexer states are kept as candidates ([`Insides::alike`]).
+const SHAPES: usize = 256;
+/// A candidate is read off ([`Inside::deep`]) only when at most this share of the tokens (1 / it)
+/// are as long as where it takes tokens differently, and taken without comparing the others when
+/// at most [`FEW_LONG`] are.
+const DEEP_SHARE: usize = 4;
+const FEW_LONG: usize = 1024;
+/// DFA states whose step by a body character is kept ([`Insides::body_next`]; then cleared).
+const BODY_NEXT: usize = 1 << 16;
 /// Trie nodes a walk of [`Inside::diff`] may visit before it gives up for a fresh walk (a fresh
 /// walk of a JSON string's state visits about 200,000 on tekken).
 const DIFF_NODES: usize = 4096;
@@ -545,6 +562,8 @@ impl Insides {
         Insides {
             by_lex: Lru::new(limit),
             recent: VecDeque::new(),
+            by_shape: Lru::new(SHAPES),
+            body_next: HashMap::default(),
             shelf,
             slice,
             pool,
@@ -574,7 +593,7 @@ impl Insides {
         }
         let shape = w.lc.shape(lx, lex);
         // a candidate of the same shape that takes the tokens alike, or all but the longest
-        if let Some((from, reference)) = self.alike(w.lc, lx, lex, &shape, trie.max_depth) {
+        if let Some((from, reference)) = self.alike(w.lc, lx, lex, &shape, trie) {
             if from > trie.max_depth {
                 self.by_lex.put(lex, Kept::Inside(Arc::clone(&reference)));
                 return Kept::Inside(reference);
@@ -588,10 +607,18 @@ impl Insides {
                 return kept;
             }
         }
-        // inside a string's body: the vocabulary's body tokens and a walk of the rest, cheaper than
-        // a signature and the shelf (and not worth shelving)
+        // inside a string's body (of bounded length too): the vocabulary's body tokens and a walk
+        // of the rest, cheaper than a signature and the shelf (and not worth shelving)
         if let Some(slice) = &self.slice {
-            if Slice::takes(w.lc, lx, lex) {
+            if self.body_next.len() > BODY_NEXT {
+                self.body_next.clear();
+            }
+            if let Some(n) = slice.body_run(w.lc, lx, lex, &mut self.body_next) {
+                let made = slice.inside_upto(w.lc, lx, reps, lex, n);
+                return self.keep(lex, shape, Arc::new(made));
+            }
+            // (several lexemes in progress, all in a string's body)
+            if w.lc.states.values[lex as usize].0.len() > 1 && Slice::takes(w.lc, lx, lex) {
                 let made = slice.inside(w.lc, lx, reps, lex);
                 return self.keep(lex, shape, Arc::new(made));
             }
@@ -769,33 +796,36 @@ impl Insides {
 
     /// Keep `lex` (just computed) as a candidate for the next ones.
     fn remember(&mut self, lex: u32, shape: (Vec<u32>, u32)) {
+        let mut alike = self.by_shape.peek(&shape).cloned().unwrap_or_default();
+        alike.insert(0, lex);
+        alike.truncate(CANDIDATES);
+        self.by_shape.put(shape.clone(), alike);
         self.recent.push_front((lex, shape));
         self.recent.truncate(CANDIDATES);
     }
 
-    /// The candidate of `shape` whose lexemes in progress take the most tokens alike with `lex`'s
-    /// (compared one by one, in state order, which is terminal order: the shapes are equal), with
-    /// the least length of token they may take differently ([`Lexer::first_difference`]; more than
-    /// `depth`: none) and its [`Inside`]; only for lexer states without shadows, and only when
-    /// tokens of two classes or more are told apart.
+    /// The candidate of `shape` (among the last computed of that shape) whose lexemes in progress
+    /// take the most tokens alike with `lex`'s (compared one by one, in state order, which is
+    /// terminal order: the shapes are equal), with the least length of token they may take
+    /// differently ([`Lexer::first_difference`]; more than the trie's depth: none) and its
+    /// [`Inside`]; only for lexer states without shadows, and only when few tokens are that long
+    /// ([`DEEP_SHARE`]).
     fn alike(
         &self,
         lc: &LexCache,
         lx: &Lexer,
         lex: u32,
         shape: &(Vec<u32>, u32),
-        depth: usize,
+        trie: &TokenTrie,
     ) -> Option<(usize, Arc<Inside>)> {
+        let depth = trie.max_depth;
         let pend = |lex: u32| match &lc.states.values[lex as usize] {
             (pend, 0) => Some(pend),
             _ => None,
         };
         let qs = pend(lex)?;
         let mut best: Option<(usize, Arc<Inside>)> = None;
-        for (cand, s) in &self.recent {
-            if s != shape {
-                continue;
-            }
+        for cand in self.by_shape.peek(shape).into_iter().flatten() {
             let Some(ps) = pend(*cand) else { continue };
             let Some(Kept::Inside(hit)) = self.by_lex.peek(cand) else {
                 continue;
@@ -806,9 +836,14 @@ impl Insides {
                 .map(|(&q, &p)| lx.first_difference(q, p, depth, ALIKE_PAIRS))
                 .min()
                 .unwrap_or(depth + 1);
-            if from >= 2 && best.as_ref().is_none_or(|b| from > b.0) {
+            // (read off a candidate only where few tokens reach the difference: else a walk of
+            // most of the trie again, dearer than the other ways of [`Insides::get`])
+            let long = trie.tokens_from_len(from).len();
+            if long <= trie.by_len.len() / DEEP_SHARE && best.as_ref().is_none_or(|b| from > b.0) {
                 best = Some((from, Arc::clone(hit)));
-                if from > depth {
+                // (each comparison searches the pairs of states up to the difference: tens of us
+                // for a bounded string's states, whose difference is at the bound)
+                if long <= FEW_LONG {
                     break;
                 }
             }

@@ -193,6 +193,11 @@ impl Lexer {
         self.table[s as usize * self.classes.count + usize::from(c)]
     }
 
+    /// Whether DFA state `q` accepts (a lexeme in it can close).
+    pub fn accepts(&self, q: u32) -> bool {
+        self.accepting[q as usize]
+    }
+
     /// The states after each class from `s`.
     #[inline]
     fn row(&self, s: u32) -> &[u32] {

@@ -2,11 +2,15 @@
 //! same). A lexer state inside a string that comes back to itself after every character of the
 //! body, closing nothing on the way, takes every token made of whole body characters: what it
 //! allows by itself ([`super::inside::Inside`]) is those tokens plus a walk of the trie of the other
-//! tokens (on tekken, a tenth of the byte trie's nodes).
+//! tokens (on tekken, a tenth of the byte trie's nodes). A string of bounded length is the same up
+//! to its bound: its lexer state takes every body token of at most as many characters as it has
+//! left ([`Slice::body_run`]).
 
 use super::inside::Inside;
 use super::lexer::{LexCache, Lexer, NONE};
 use std::sync::Arc;
+
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::classes::ByteClasses;
 use crate::trie::TokenTrie;
@@ -20,6 +24,10 @@ pub struct Slice {
     /// the trie of the other tokens, and for each of its nodes the byte trie's node of its path
     rest: TokenTrie,
     node_of: Vec<u32>,
+    /// the body tokens by their number of characters: `by_chars[chars_ptr[c] .. chars_ptr[c + 1]]`
+    /// have `c`
+    by_chars: Vec<u32>,
+    chars_ptr: Vec<u32>,
 }
 
 /// The body's characters as runs of byte ranges (well-formed UTF-8): every character but `"`,
@@ -63,18 +71,41 @@ impl Slice {
     pub fn build(vocab: &Vocab, trie: &TokenTrie) -> Slice {
         let mut words = vec![0u32; vocab.n_words()];
         let mut body = vec![false; vocab.size()];
+        let mut counted: Vec<(u32, u32)> = Vec::new();
         for t in vocab.normal_ids() {
-            if vocab.normal_bytes(i64::from(t)).is_some_and(is_body) {
+            let Some(bytes) = vocab.normal_bytes(i64::from(t)) else {
+                continue;
+            };
+            if is_body(bytes) {
                 body[t as usize] = true;
                 words[t as usize >> 5] |= 1 << (t & 31);
+                // (is_body: well-formed UTF-8, a character per byte that is no continuation byte)
+                let chars = bytes.iter().filter(|&&b| b & 0xC0 != 0x80).count();
+                counted.push((chars as u32, t));
             }
+        }
+        counted.sort_unstable();
+        let most = counted.last().map_or(0, |c| c.0 as usize);
+        let mut chars_ptr = vec![0u32; most + 2];
+        for &(c, _) in &counted {
+            chars_ptr[c as usize + 1] += 1;
+        }
+        for c in 0..=most {
+            chars_ptr[c + 1] += chars_ptr[c];
         }
         let (rest, node_of) = trie.subset(|t| !body[t as usize]);
         Slice {
             words,
             rest,
             node_of,
+            by_chars: counted.into_iter().map(|c| c.1).collect(),
+            chars_ptr,
         }
+    }
+
+    /// The most characters a body token has.
+    fn most_chars(&self) -> usize {
+        self.chars_ptr.len() - 2
     }
 
     /// Whether lexer state `lex` (no shadows) comes back to itself after every body character,
@@ -106,6 +137,117 @@ impl Slice {
             }
         }
         true
+    }
+
+    /// How many body characters lexer state `lex` takes in a row, when it has one lexeme in
+    /// progress and no shadows: every body character takes its DFA state to one same state, the
+    /// lexeme going on (it can still finish) and closing nothing, and so on from there, until a
+    /// state that every body character kills (`usize::MAX`: more than any body token has). A
+    /// string of `maxLength` n is taken n characters from its start, whatever its `minLength`.
+    /// None when `lex` is not such a state, or takes none. Followed in the lexer's DFA, not
+    /// through lexer states (a string of `maxLength` 80 has 640 DFA states: 1.2 ms to make
+    /// as many lexer states, their steps and signatures); `next` memoises
+    /// [`Slice::after_body_char`].
+    pub fn body_run(
+        &self,
+        lc: &mut LexCache,
+        lx: &Lexer,
+        lex: u32,
+        next: &mut HashMap<u32, Option<u32>>,
+    ) -> Option<usize> {
+        let (pend, sh) = &lc.states.values[lex as usize];
+        let (&[q], 0) = (pend.as_slice(), *sh) else {
+            return None;
+        };
+        let mut at = q;
+        for n in 0..=self.most_chars() {
+            let to = match next.get(&at) {
+                Some(&hit) => hit,
+                None => {
+                    let made = Slice::after_body_char(lc, lx, at);
+                    next.insert(at, made);
+                    made
+                }
+            };
+            match to {
+                Some(to) if to == at => return Some(usize::MAX),
+                Some(to) => at = to,
+                None if n == 0 => return None,
+                None => return Slice::dies_on_body(lx, at).then_some(n),
+            }
+        }
+        Some(usize::MAX)
+    }
+
+    /// The one DFA state every body character takes DFA state `q` to, with a lexeme that can
+    /// still finish and does not close at any of its bytes (None: there is no such state). The
+    /// bytes of a range are stepped once per byte class.
+    fn after_body_char(lc: &mut LexCache, lx: &Lexer, q: u32) -> Option<u32> {
+        let mut to = None;
+        for chars in BODY {
+            let mut at = vec![q];
+            for &(lo, hi) in chars.iter() {
+                let mut next = Vec::new();
+                let mut seen = [false; 256];
+                for b in lo..=hi {
+                    let class = lx.class_of(b);
+                    if std::mem::replace(&mut seen[usize::from(class)], true) {
+                        continue;
+                    }
+                    for &s in &at {
+                        let n = lx.next(s, class);
+                        // (as a lexer state's step: dead, closing, or unable to finish)
+                        if n == 0 || lx.accepts(n) || !lc.can_finish(lx, n, 0, true) {
+                            return None;
+                        }
+                        next.push(n);
+                    }
+                }
+                next.sort_unstable();
+                next.dedup();
+                at = next;
+            }
+            match (at.as_slice(), to) {
+                (&[one], None) => to = Some(one),
+                (&[one], Some(t)) if one == t => {}
+                _ => return None,
+            }
+        }
+        to
+    }
+
+    /// Whether every body character's first byte kills DFA state `q`.
+    fn dies_on_body(lx: &Lexer, q: u32) -> bool {
+        BODY.iter().all(|chars| {
+            let (lo, hi) = chars[0];
+            (lo..=hi).all(|b| lx.next(q, lx.class_of(b)) == 0)
+        })
+    }
+
+    /// [`Inside::of`] on the byte trie for a lexer state that takes `n` body characters in a row
+    /// ([`Slice::body_run`]): the body tokens of at most `n` characters, and a walk of the rest.
+    pub fn inside_upto(
+        &self,
+        lc: &mut LexCache,
+        lx: &Lexer,
+        reps: &[u8],
+        lex: u32,
+        n: usize,
+    ) -> Inside {
+        let words = if n >= self.most_chars() {
+            self.words.clone()
+        } else {
+            let mut words = vec![0u32; self.words.len()];
+            for &t in &self.by_chars[..self.chars_ptr[n + 1] as usize] {
+                words[t as usize >> 5] |= 1 << (t & 31);
+            }
+            words
+        };
+        let mut made = Inside::onto(lc, lx, &self.rest, reps, lex, words);
+        for c in &mut made.closes {
+            c.0 = self.node_of[c.0 as usize];
+        }
+        made
     }
 
     /// [`Inside::of`] on the byte trie for a lexer state that [`Slice::takes`] the body: the body
@@ -238,5 +380,125 @@ mod tests {
             }
         }
         assert!(taken > 20 && refused > 100, "{taken} {refused}");
+    }
+
+    /// A JSON string of at least `min` and at most `max` characters: per count of characters `k`,
+    /// a body state and its states inside a character (8 states per count), with `flips` of the
+    /// transitions sent elsewhere at random.
+    fn bounded_string_lexer(rng: &mut Rng, min: usize, max: usize, flips: usize) -> Lexer {
+        const PER: usize = 8;
+        let body = |k: usize| 3 + k * PER;
+        let n = 3 + (max + 1) * PER;
+        let mut t = vec![0u32; n * 256];
+        let mut set = |s: usize, lo: u8, hi: u8, to: usize| {
+            for b in lo..=hi {
+                t[s * 256 + usize::from(b)] = to as u32;
+            }
+        };
+        set(1, b'"', b'"', body(0)); // 1 start, 2 closed
+        for k in 0..=max {
+            let b = body(k);
+            if k >= min {
+                set(b, b'"', b'"', 2);
+            }
+            if k == max {
+                continue;
+            }
+            let next = body(k + 1);
+            // b+1: one continuation byte left, b+2: two, b+3: three; b+4: after E0, b+5: after ED,
+            // b+6: after F0, b+7: after F4
+            for &(lo, hi) in &[(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E)] {
+                set(b, lo, hi, next);
+            }
+            set(b, 0xC2, 0xDF, b + 1);
+            set(b + 1, 0x80, 0xBF, next);
+            set(b, 0xE1, 0xEC, b + 2);
+            set(b, 0xEE, 0xEF, b + 2);
+            set(b + 2, 0x80, 0xBF, b + 1);
+            set(b, 0xE0, 0xE0, b + 4);
+            set(b + 4, 0xA0, 0xBF, b + 1);
+            set(b, 0xED, 0xED, b + 5);
+            set(b + 5, 0x80, 0x9F, b + 1);
+            set(b, 0xF1, 0xF3, b + 3);
+            set(b + 3, 0x80, 0xBF, b + 2);
+            set(b, 0xF0, 0xF0, b + 6);
+            set(b + 6, 0x90, 0xBF, b + 2);
+            set(b, 0xF4, 0xF4, b + 7);
+            set(b + 7, 0x80, 0x8F, b + 2);
+        }
+        for _ in 0..flips {
+            let b = if rng.below(2) == 0 {
+                0x80 + rng.below(128)
+            } else {
+                rng.below(256)
+            };
+            let s = 3 + rng.below(n - 3);
+            t[s * 256 + b] = rng.below(n) as u32;
+        }
+        let mut accepting = vec![false; n];
+        accepting[2] = true;
+        if flips > 0 && rng.below(3) == 0 {
+            accepting[3 + rng.below(n - 3)] = true;
+        }
+        Lexer::new(t, accepting, vec![0; n], vec![1], vec![true], vec![false]).unwrap()
+    }
+
+    #[test]
+    fn a_bounded_string_takes_the_body_tokens_up_to_its_bound() {
+        let pieces: Vec<&[u8]> = vec![
+            b"a",
+            b"b",
+            b"\x7f",
+            b"\"",
+            b"\\",
+            "é".as_bytes(),
+            "€".as_bytes(),
+            "😀".as_bytes(),
+            b"\xc3",
+            b"\xed\xa0\x80",
+        ];
+        let mut rng = Rng(0x5eed_cafe_f00d_0002);
+        let mut toks: Vec<Vec<u8>> = (0..3000)
+            .map(|_| {
+                (0..1 + rng.below(7))
+                    .flat_map(|_| pieces[rng.below(pieces.len())].to_vec())
+                    .collect()
+            })
+            .collect();
+        toks.sort();
+        toks.dedup();
+        let n = toks.len();
+        let vocab = Vocab::from_tokens(toks, &[], n).unwrap();
+        let trie = TokenTrie::build(&vocab, &ByteClasses::identity().map);
+        let slice = Slice::build(&vocab, &trie);
+        let reps: Vec<u8> = (0..=255).collect();
+        let (mut runs, mut refused, mut bounded) = (0, 0, 0);
+        for round in 0..120 {
+            let flips = if round < 8 { 0 } else { 1 + rng.below(3) };
+            let (min, max) = (rng.below(3), 1 + rng.below(9));
+            let lx = bounded_string_lexer(&mut rng, min.min(max), max, flips);
+            let mut lc = LexCache::new(&lx);
+            let mut next = HashMap::default();
+            for q in 1..lx.n_states() as u32 {
+                let lex = lc.state(vec![q], 0);
+                let Some(run) = slice.body_run(&mut lc, &lx, lex, &mut next) else {
+                    refused += 1;
+                    continue;
+                };
+                runs += 1;
+                bounded += usize::from(run < slice.most_chars());
+                let want = Inside::of(&mut lc, &lx, &trie, &reps, lex, vocab.n_words());
+                let got = slice.inside_upto(&mut lc, &lx, &reps, lex, run);
+                assert_eq!(
+                    (got.words, got.closes),
+                    (want.words, want.closes),
+                    "state {q} run {run}, round {round}"
+                );
+            }
+        }
+        assert!(
+            runs > 200 && bounded > 100 && refused > 100,
+            "{runs} {bounded} {refused}"
+        );
     }
 }
