@@ -40,17 +40,46 @@ impl Packed {
         Packed::sparse(&words).unwrap_or_else(|| Packed::Dense(words.into_boxed_slice()))
     }
 
-    /// `words` as (position, word) pairs, when fewer than half of them are not zero.
+    /// `words` as (position, word) pairs, when fewer than half of them are not zero. Every first
+    /// visit packs its mask, most of whose words are zero: the words are read sixteen at a time,
+    /// a block with none set passed over with one test, and the pairs gathered into their exact
+    /// room (a collect of a filter tested each word and grew its vector by doubling: about
+    /// 30,000 instructions a mask of tekken, a tenth of a JSON Schema step's by callgrind).
     fn sparse(words: &[u32]) -> Option<Self> {
-        let set = words.iter().filter(|&&w| w != 0).count();
-        (2 * set < words.len()).then(|| Packed::Sparse {
-            n_words: words.len(),
-            words: words
+        const BLOCK: usize = 16;
+        let blocks = words.chunks_exact(BLOCK);
+        let tail = blocks.remainder();
+        // (the blocks found first, by an OR of each alone, then counted)
+        let live: Vec<u32> = blocks
+            .enumerate()
+            .filter(|(_, block)| block.iter().fold(0, |a, &w| a | w) != 0)
+            .map(|(k, _)| k as u32)
+            .collect();
+        let nonzero = |part: &[u32]| part.iter().filter(|&&w| w != 0).count();
+        let set = nonzero(tail)
+            + live
                 .iter()
-                .enumerate()
-                .filter(|(_, &w)| w != 0)
-                .map(|(i, &w)| (i as u32, w))
-                .collect(),
+                .map(|&k| nonzero(&words[k as usize * BLOCK..][..BLOCK]))
+                .sum::<usize>();
+        if 2 * set >= words.len() {
+            return None;
+        }
+        let mut pairs = Vec::with_capacity(set);
+        let mut push = |from: usize, part: &[u32]| {
+            for (i, &w) in part.iter().enumerate() {
+                if w != 0 {
+                    pairs.push(((from + i) as u32, w));
+                }
+            }
+        };
+        for k in live {
+            let from = k as usize * BLOCK;
+            push(from, &words[from..from + BLOCK]);
+        }
+        push(words.len() - tail.len(), tail);
+        Some(Packed::Sparse {
+            n_words: words.len(),
+            words: pairs.into_boxed_slice(),
         })
     }
 
