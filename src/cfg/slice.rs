@@ -253,11 +253,7 @@ impl Slice {
     /// [`Inside::of`] on the byte trie for a lexer state that [`Slice::takes`] the body: the body
     /// tokens, and a walk of the rest.
     pub fn inside(&self, lc: &mut LexCache, lx: &Lexer, reps: &[u8], lex: u32) -> Inside {
-        let mut made = Inside::onto(lc, lx, &self.rest, reps, lex, self.words.clone());
-        for c in &mut made.closes {
-            c.0 = self.node_of[c.0 as usize];
-        }
-        made
+        self.inside_upto(lc, lx, reps, lex, usize::MAX)
     }
 }
 
