@@ -298,6 +298,14 @@ mod tests {
         set(10, 0x90, 0xBF, 6);
         set(2, 0xF4, 0xF4, 11);
         set(11, 0x80, 0x8F, 6);
+        flipped(rng, t, 2, 4, flips)
+    }
+
+    /// The lexer of one terminal with table `t` (start 1, accepting in state `closed`), with
+    /// `flips` of the transitions of states `from..` sent elsewhere at random, and sometimes one
+    /// of those states made accepting.
+    fn flipped(rng: &mut Rng, mut t: Vec<u32>, from: usize, closed: usize, flips: usize) -> Lexer {
+        let n = t.len() / 256;
         for _ in 0..flips {
             // (half of them on the bytes of characters of several bytes)
             let b = if rng.below(2) == 0 {
@@ -305,15 +313,34 @@ mod tests {
             } else {
                 rng.below(256)
             };
-            let s = 2 + rng.below(n - 2);
+            let s = from + rng.below(n - from);
             t[s * 256 + b] = rng.below(n) as u32;
         }
         let mut accepting = vec![false; n];
-        accepting[4] = true;
+        accepting[closed] = true;
         if flips > 0 && rng.below(3) == 0 {
-            accepting[2 + rng.below(n - 2)] = true;
+            accepting[from + rng.below(n - from)] = true;
         }
         Lexer::new(t, accepting, vec![0; n], vec![1], vec![true], vec![false]).unwrap()
+    }
+
+    /// A vocabulary of 3,000 draws of 1 to `most` of `pieces` each (duplicates merged), its byte
+    /// trie and its slice.
+    fn piece_vocab(rng: &mut Rng, pieces: &[&[u8]], most: usize) -> (Vocab, TokenTrie, Slice) {
+        let mut toks: Vec<Vec<u8>> = (0..3000)
+            .map(|_| {
+                (0..1 + rng.below(most))
+                    .flat_map(|_| pieces[rng.below(pieces.len())].to_vec())
+                    .collect()
+            })
+            .collect();
+        toks.sort();
+        toks.dedup();
+        let n = toks.len();
+        let vocab = Vocab::from_tokens(toks, &[], n).unwrap();
+        let trie = TokenTrie::build(&vocab, &ByteClasses::identity().map);
+        let slice = Slice::build(&vocab, &trie);
+        (vocab, trie, slice)
     }
 
     #[test]
@@ -340,19 +367,7 @@ mod tests {
             b"\xf4\x90",
         ];
         let mut rng = Rng(0x5eed_cafe_f00d_0001);
-        let mut toks: Vec<Vec<u8>> = (0..3000)
-            .map(|_| {
-                (0..1 + rng.below(4))
-                    .flat_map(|_| pieces[rng.below(pieces.len())].to_vec())
-                    .collect()
-            })
-            .collect();
-        toks.sort();
-        toks.dedup();
-        let n = toks.len();
-        let vocab = Vocab::from_tokens(toks, &[], n).unwrap();
-        let trie = TokenTrie::build(&vocab, &ByteClasses::identity().map);
-        let slice = Slice::build(&vocab, &trie);
+        let (vocab, trie, slice) = piece_vocab(&mut rng, &pieces, 4);
         let reps: Vec<u8> = (0..=255).collect();
         let (mut taken, mut refused) = (0, 0);
         for round in 0..400 {
@@ -422,21 +437,7 @@ mod tests {
             set(b, 0xF4, 0xF4, b + 7);
             set(b + 7, 0x80, 0x8F, b + 2);
         }
-        for _ in 0..flips {
-            let b = if rng.below(2) == 0 {
-                0x80 + rng.below(128)
-            } else {
-                rng.below(256)
-            };
-            let s = 3 + rng.below(n - 3);
-            t[s * 256 + b] = rng.below(n) as u32;
-        }
-        let mut accepting = vec![false; n];
-        accepting[2] = true;
-        if flips > 0 && rng.below(3) == 0 {
-            accepting[3 + rng.below(n - 3)] = true;
-        }
-        Lexer::new(t, accepting, vec![0; n], vec![1], vec![true], vec![false]).unwrap()
+        flipped(rng, t, 3, 2, flips)
     }
 
     #[test]
@@ -454,19 +455,7 @@ mod tests {
             b"\xed\xa0\x80",
         ];
         let mut rng = Rng(0x5eed_cafe_f00d_0002);
-        let mut toks: Vec<Vec<u8>> = (0..3000)
-            .map(|_| {
-                (0..1 + rng.below(7))
-                    .flat_map(|_| pieces[rng.below(pieces.len())].to_vec())
-                    .collect()
-            })
-            .collect();
-        toks.sort();
-        toks.dedup();
-        let n = toks.len();
-        let vocab = Vocab::from_tokens(toks, &[], n).unwrap();
-        let trie = TokenTrie::build(&vocab, &ByteClasses::identity().map);
-        let slice = Slice::build(&vocab, &trie);
+        let (vocab, trie, slice) = piece_vocab(&mut rng, &pieces, 7);
         let reps: Vec<u8> = (0..=255).collect();
         let (mut runs, mut refused, mut bounded) = (0, 0, 0);
         for round in 0..120 {
