@@ -191,6 +191,11 @@ class CompiledGrammar(ABC):
     #: CfgGrammar``, whose states are this grammar's); None: :func:`~grammarmask.fill_masks` asks
     #: :meth:`state_row`.
     batch_engine: Any = None
+    #: ``state_fill(state, words, row, eos)``: an engine's own :meth:`Matcher.fill_mask`, writing the
+    #: mask (and bit ``eos`` when the state accepts) into row ``row`` of ``words`` in place, and
+    #: answering whether the state allows a token or accepts; None (it writes nothing) when
+    #: ``words`` or ``row`` is not of a kind it writes. None: the matcher copies :meth:`state_row`.
+    state_fill: Callable[[Any, Any, int, int], bool | None] | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
         if self._source is None:
@@ -414,6 +419,16 @@ class Matcher:
         NoLegalContinuation
             As :meth:`mask`.
         """
+        s = self._states[-1]
+        fill = self.compiled.state_fill
+        if fill is not None and s is not _FINISHED and type(row) is int:
+            # the engine writes the row itself (it checks the array and leaves odd ones to the
+            # checks below)
+            done = fill(s, words, row, self.vocab.eos_token_id)
+            if done is not None:
+                if not done:
+                    self._dead_end()
+                return
         if not isinstance(words, np.ndarray):
             raise GrammarError(f"Matcher.fill_mask: words must be a numpy array, got {type(words).__name__}")
         if words.ndim != 2 or words.shape[1] != self.vocab.n_words:
@@ -429,7 +444,6 @@ class Matcher:
         r = row if type(row) is int else as_int(row, "Matcher.fill_mask: row")
         if not 0 <= r < words.shape[0]:
             raise GrammarError(f"Matcher.fill_mask: row {r} is outside the array's {words.shape[0]} rows")
-        s = self._states[-1]
         if s is _FINISHED:
             words[r] = 0
             return

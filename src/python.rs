@@ -22,6 +22,7 @@ use crate::packed::Packed;
 use crate::regular::{Dfa, RegularIndex};
 use crate::vocab::{lock, Vocab};
 
+mod array;
 mod automata;
 mod batch;
 
@@ -483,25 +484,35 @@ impl PyCfgGrammar {
     /// The answer of `mask` for `s` and whether it allows any token: one of the last rows handed
     /// out, else rebuilt from the packed cache, else computed without the GIL.
     fn row_of(&self, py: Python<'_>, s: Arc<CfgState>) -> PyResult<(Py<PyAny>, bool)> {
-        if !self.inner.owns(&s) {
-            return Err(grammarmask_error(
-                py,
-                "GrammarError",
-                "native CFG: the state belongs to another compiled grammar".into(),
-            ));
-        }
+        self.check_owned(py, &s)?;
         if let Some((hit, live)) = lock(&self.masks).get(s.key()) {
             return Ok((hit.clone_ref(py), *live));
         }
-        let key = s.key().clone();
-        let words = match self.cached(&key) {
-            Some(words) => words,
-            None => guarded_cfg(py, || self.compute(&s))?,
-        };
+        let words = self.packed_of(py, &s)?;
         let made = words_object(py, self.wrap.as_ref(), &words)?;
         let live = !words.is_empty();
-        lock(&self.masks).put(key, (made.clone_ref(py), live));
+        lock(&self.masks).put(s.key().clone(), (made.clone_ref(py), live));
         Ok((made, live))
+    }
+
+    fn check_owned(&self, py: Python<'_>, s: &CfgState) -> PyResult<()> {
+        if self.inner.owns(s) {
+            return Ok(());
+        }
+        Err(grammarmask_error(
+            py,
+            "GrammarError",
+            "native CFG: the state belongs to another compiled grammar".into(),
+        ))
+    }
+
+    /// The mask of `s` (one of this grammar's), packed: from the cache, else computed without the
+    /// GIL.
+    fn packed_of(&self, py: Python<'_>, s: &CfgState) -> PyResult<Arc<Packed>> {
+        match self.cached(s.key()) {
+            Some(words) => Ok(words),
+            None => guarded_cfg(py, || self.compute(s)),
+        }
     }
 
     /// The mask of the state keyed `key`, packed, if it was computed and is still held.
@@ -671,6 +682,43 @@ impl PyCfgGrammar {
         let accepting = s.accepting();
         let (words, live) = self.row_of(py, s)?;
         Ok((words, live, accepting))
+    }
+
+    /// Write the mask of `state` into row `row` of `words` (and bit `eos` when the state accepts;
+    /// -1: none), a C-ordered `[batch, n_words]` int32/uint32 numpy array: whether the state allows
+    /// a token or accepts. None when `words` or `row` is not of that kind: nothing is written (the
+    /// caller says what is wrong).
+    fn fill(
+        &self,
+        py: Python<'_>,
+        state: &Bound<'_, PyAny>,
+        words: &Bound<'_, PyAny>,
+        row: i64,
+        eos: i64,
+    ) -> PyResult<Option<bool>> {
+        let s = self.state(py, state)?;
+        self.check_owned(py, &s)?;
+        let n_words = self.inner.n_words();
+        let packed = match self.cached(s.key()) {
+            Some(words) => words,
+            None if array::find(words, row, n_words).is_none() => return Ok(None),
+            None => guarded_cfg(py, || self.compute(&s))?,
+        };
+        // (the row is found after the computation, which lets go of the GIL: it is borrowed only
+        // while the GIL is held)
+        let Some(mut dest) = array::find(words, row, n_words) else {
+            return Ok(None);
+        };
+        let out = dest.words();
+        out.fill(0);
+        packed.or_into(out);
+        let accepting = s.accepting();
+        if let (true, Ok(eos)) = (accepting, usize::try_from(eos)) {
+            if let Some(w) = out.get_mut(eos >> 5) {
+                *w |= 1 << (eos & 31);
+            }
+        }
+        Ok(Some(accepting || !packed.is_empty()))
     }
 
     /// Masks held in the cache (packed).

@@ -139,6 +139,7 @@ class NativeCompiledCfg(CompiledGrammar):
         # the hot calls go straight to the engine (no Python frame of ours around them)
         self.state_mask_words = self.engine.mask  # type: ignore[method-assign]
         self.state_row = self.engine.row  # type: ignore[method-assign]
+        self.state_fill = self.engine.fill
         self.is_accepting_state = self.engine.is_accepting  # type: ignore[method-assign]
         self.batch_engine = self.engine
 
