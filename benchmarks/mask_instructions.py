@@ -5,7 +5,7 @@ thousand), for comparing two builds of the engine.
 The workload, MaskBench's method: ``--schemas`` JSONSchemaBench schemas spread over the sample
 (every 12th that compiles), each compiled afresh, every valid instance fed token by token on tekken
 with ``fill_mask`` before each token (first visits included). Only instructions inside the CFG
-binding's ``row`` (a mask: computed, or read from the caches) are counted; ``PYTHONHASHSEED=0``
+bindings ``fill`` and ``row`` (a mask: computed, or read from the caches) are counted; ``PYTHONHASHSEED=0``
 keeps the grammars the same from run to run. Instructions are not time (a ``rep stosb`` counts one
 per byte; a cache miss counts one): confirm a gain with the timed benchmarks, alternated.
 
@@ -29,8 +29,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-#: the binding that answers a CFG mask (src/python.rs), where counting is switched on and off
-TOGGLE = "*PyCfgGrammar*__pymethod_row__*"
+#: the bindings that answer a CFG mask (src/python.rs), where counting is switched on and off:
+#: ``fill`` writes ``fill_mask``'s row in place, ``row`` answered it before that binding existed
+TOGGLES = ("*PyCfgGrammar*__pymethod_fill__*", "*PyCfgGrammar*__pymethod_row__*")
 
 
 def work(n_schemas: int) -> int:
@@ -76,7 +77,7 @@ def count(package: Path, n_schemas: int, scratch: Path) -> tuple[int, int]:
     out = scratch / f"callgrind.{package.parent.name}.out"
     env = dict(os.environ, PYTHONHASHSEED="0", PYTHONPATH=str(package.parent), GRAMMARMASK_COUNTING="1")
     cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
-           f"--toggle-collect={TOGGLE}", f"--callgrind-out-file={out}",
+           *(f"--toggle-collect={t}" for t in TOGGLES), f"--callgrind-out-file={out}",
            sys.executable, __file__, "--worker", "--schemas", str(n_schemas)]
     run = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     steps = re.search(r"^steps (\d+)$", run.stdout, re.M)
