@@ -83,6 +83,31 @@ impl Packed {
         })
     }
 
+    /// The set of tokens `ids` (in any order, repeats allowed) in a row of `n_words` words: what a
+    /// walk that marks few tokens collects instead of a row it would zero and scan.
+    pub fn of_tokens(mut ids: Vec<u32>, n_words: usize) -> Self {
+        ids.sort_unstable();
+        let mut pairs: Vec<(u32, u32)> = Vec::new();
+        for t in ids {
+            let (at, bit) = (t >> 5, 1 << (t & 31));
+            match pairs.last_mut() {
+                Some(last) if last.0 == at => last.1 |= bit,
+                _ => pairs.push((at, bit)),
+            }
+        }
+        if 2 * pairs.len() >= n_words {
+            let mut words = vec![0; n_words];
+            for (at, w) in pairs {
+                words[at as usize] = w;
+            }
+            return Packed::Dense(words.into_boxed_slice());
+        }
+        Packed::Sparse {
+            n_words,
+            words: pairs.into_boxed_slice(),
+        }
+    }
+
     /// Words of the row.
     pub fn n_words(&self) -> usize {
         match self {
@@ -265,6 +290,23 @@ mod tests {
                 p.or_into(&mut out);
                 assert_eq!(out, want, "case {case}");
             }
+        }
+    }
+
+    #[test]
+    fn a_set_of_token_ids_packs_as_its_row_does() {
+        let mut rng = Rng(0x5eed_0f70_4e25_0003);
+        for case in 0..300 {
+            let n = 1 + rng.below(200);
+            let ids: Vec<u32> = (0..rng.below(40 * n))
+                .map(|_| rng.below(32 * n) as u32)
+                .collect();
+            let mut row = vec![0u32; n];
+            for &t in &ids {
+                row[t as usize >> 5] |= 1 << (t & 31);
+            }
+            // the same representation (a pool compares sets by it), whatever the order and repeats
+            assert_eq!(Packed::of_tokens(ids, n), Packed::new(&row), "case {case}");
         }
     }
 

@@ -292,6 +292,15 @@ impl TokenTrie {
         &self.tok_ids[self.tok_ptr[i] as usize..self.tok_ptr[i + 1] as usize]
     }
 
+    /// Push node `i`'s tokens onto `out` (what [`TokenTrie::mark`] sets).
+    pub fn push_tokens(&self, i: usize, out: &mut Vec<u32>) {
+        match self.single[i] {
+            NO_TOKEN => {}
+            MANY => out.extend_from_slice(self.tokens(i)),
+            t => out.push(t),
+        }
+    }
+
     /// Set the bits of node `i`'s tokens in `words`. The mask walks' innermost step: whether a
     /// node has a token is a coin toss the branch predictor loses (half the nodes of a byte
     /// trie have one), so a lone token is marked without a branch on it (a JSON string's walk

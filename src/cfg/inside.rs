@@ -13,10 +13,8 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use rustc_hash::FxHashMap as HashMap;
-
 use super::lexer::{LexCache, Lexer, NONE};
-use super::slice::Slice;
+use super::slice::{BodyChars, Slice};
 use super::walk::Walk;
 use crate::lru::Lru;
 use crate::packed::{Packed, Pool};
@@ -111,7 +109,8 @@ impl Inside {
         if live > NARROW_CLASSES {
             return None;
         }
-        let mut words = vec![0u32; n_words];
+        // (the few tokens collected: no row of n_words to zero and scan)
+        let mut tokens = Vec::new();
         let mut closes = Vec::new();
         let mut walked = 0;
         // preorder: a node's children are pushed last first, so the first is stepped into next
@@ -136,7 +135,7 @@ impl Inside {
                         closes.push((i as u32, st as u32));
                     }
                     if step.next != NONE {
-                        trie.mark(i, &mut words);
+                        trie.push_tokens(i, &mut tokens);
                         kids.push((i, step.next));
                     }
                 }
@@ -147,7 +146,7 @@ impl Inside {
         // (a close is found when its parent is expanded, and parents in preorder: ascending)
         closes.sort_unstable_by_key(|c| c.0);
         Some(Inside {
-            words: Arc::new(Packed::from_vec(words)),
+            words: Arc::new(Packed::of_tokens(tokens, n_words)),
             closes,
             walked,
         })
@@ -491,8 +490,9 @@ pub struct Insides {
     /// of bounded length has a lexer state per length, and the next one of its lengths met may
     /// come after many other lexer states (a document's other values)
     by_shape: Lru<(Vec<u32>, u32), Vec<u32>>,
-    /// the DFA state each body character leads a DFA state to ([`Slice::body_run`])
-    body_next: HashMap<u32, Option<u32>>,
+    /// the string body's characters in the lexer's classes, made at the first lexer state that
+    /// may be inside a string ([`Slice::body_run`], [`Slice::takes`])
+    body: Option<BodyChars>,
     shelf: Option<Arc<Shelf>>,
     slice: Option<Arc<Slice>>,
     pool: Arc<Pool>,
@@ -509,8 +509,6 @@ const SHAPES: usize = 256;
 /// at most [`FEW_LONG`] are.
 const DEEP_SHARE: usize = 4;
 const FEW_LONG: usize = 1024;
-/// DFA states whose step by a body character is kept ([`Insides::body_next`]; then cleared).
-const BODY_NEXT: usize = 1 << 16;
 /// Trie nodes a walk of [`Inside::diff`] may visit before it gives up for a fresh walk (a fresh
 /// walk of a JSON string's state visits about 200,000 on tekken).
 const DIFF_NODES: usize = 4096;
@@ -563,7 +561,7 @@ impl Insides {
             by_lex: Lru::new(limit),
             recent: VecDeque::new(),
             by_shape: Lru::new(SHAPES),
-            body_next: HashMap::default(),
+            body: None,
             shelf,
             slice,
             pool,
@@ -610,15 +608,13 @@ impl Insides {
         // inside a string's body (of bounded length too): the vocabulary's body tokens and a walk
         // of the rest, cheaper than a signature and the shelf (and not worth shelving)
         if let Some(slice) = &self.slice {
-            if self.body_next.len() > BODY_NEXT {
-                self.body_next.clear();
-            }
-            if let Some(n) = slice.body_run(w.lc, lx, lex, &mut self.body_next) {
+            let body = self.body.get_or_insert_with(|| BodyChars::of(lx));
+            if let Some(n) = slice.body_run(w.lc, lx, lex, body) {
                 let made = slice.inside_upto(w.lc, lx, reps, lex, n);
                 return self.keep(lex, shape, Arc::new(made));
             }
             // (several lexemes in progress, all in a string's body)
-            if w.lc.states.values[lex as usize].0.len() > 1 && Slice::takes(w.lc, lx, lex) {
+            if w.lc.states.values[lex as usize].0.len() > 1 && Slice::takes(w.lc, lx, lex, body) {
                 let made = slice.inside(w.lc, lx, reps, lex);
                 return self.keep(lex, shape, Arc::new(made));
             }
@@ -700,11 +696,12 @@ impl Insides {
         if pend.len() != 1 || *sh != 0 {
             return None;
         }
+        let chars = self.body.get_or_insert_with(|| BodyChars::of(lx));
         let body = RARE_BODY_BYTES.iter().find_map(|&b| {
             let st = w.lc.step(lx, lex, b);
             let next = w.lc.steps[st].next;
             let taken = st != 0 && next != NONE && next != lex && w.lc.steps[st].closes.is_empty();
-            (taken && Slice::takes(w.lc, lx, next)).then_some(next)
+            (taken && Slice::takes(w.lc, lx, next, chars)).then_some(next)
         })?;
         let Kept::Inside(reference) = self.get(w, trie, reps, body, n_words) else {
             return None;
@@ -1278,7 +1275,8 @@ mod speed {
             let mut lc = LexCache::new(&lx);
             let lex = lc.state(vec![2], 0);
             let t = std::time::Instant::now();
-            assert!(crate::cfg::slice::Slice::takes(&mut lc, &lx, lex));
+            let body = crate::cfg::slice::BodyChars::of(&lx);
+            assert!(crate::cfg::slice::Slice::takes(&mut lc, &lx, lex, &body));
             let ins = slice.inside(&mut lc, &lx, &reps, lex);
             sliced.push(t.elapsed().as_secs_f64() * 1e6);
             assert!(ins.walked > 0);

@@ -56,6 +56,48 @@ fn is_body(bytes: &[u8]) -> bool {
     })
 }
 
+/// [`BODY`] in one lexer's byte classes (per character form, per byte, the distinct classes of its
+/// range with a byte of each: the lexer steps every byte of a class alike), and the DFA states a
+/// body character leads to, as far as asked ([`Slice::body_run`]). Stepping the ranges byte by
+/// byte, ~1,200 bytes per DFA state with a vector made per range, took 2.6 M instructions to
+/// follow a string of `maxLength` 80 from its start.
+#[derive(Debug)]
+pub struct BodyChars {
+    forms: Vec<Vec<Vec<(u8, u8)>>>,
+    next: HashMap<u32, Option<u32>>,
+}
+
+/// DFA states whose step by a body character [`BodyChars`] keeps (then it forgets them all).
+const BODY_NEXT: usize = 1 << 16;
+
+impl BodyChars {
+    /// [`BODY`] in `lx`'s classes.
+    pub fn of(lx: &Lexer) -> Self {
+        let forms = BODY
+            .iter()
+            .map(|chars| {
+                chars
+                    .iter()
+                    .map(|&(lo, hi)| {
+                        let mut seen = [false; 256];
+                        (lo..=hi)
+                            .filter_map(|b| {
+                                let c = lx.class_of(b);
+                                (!std::mem::replace(&mut seen[usize::from(c)], true))
+                                    .then_some((c, b))
+                            })
+                            .collect()
+                    })
+                    .collect()
+            })
+            .collect();
+        BodyChars {
+            forms,
+            next: HashMap::default(),
+        }
+    }
+}
+
 impl Slice {
     /// The slice of `vocab`, made once and kept with it (its store).
     pub fn of(vocab: &Vocab) -> Arc<Slice> {
@@ -110,16 +152,19 @@ impl Slice {
 
     /// Whether lexer state `lex` (no shadows) comes back to itself after every body character,
     /// its lexemes going on and closing nothing at every byte: then it takes every body token.
-    pub fn takes(lc: &mut LexCache, lx: &Lexer, lex: u32) -> bool {
+    /// `body`: [`BodyChars::of`] the lexer `lx`.
+    pub fn takes(lc: &mut LexCache, lx: &Lexer, lex: u32, body: &BodyChars) -> bool {
         if lc.states.values[lex as usize].1 != 0 {
             return false;
         }
-        for chars in BODY {
-            let mut at = vec![lex];
-            for &(lo, hi) in chars.iter() {
-                let mut next = Vec::new();
+        let (mut at, mut next) = (Vec::new(), Vec::new());
+        for form in &body.forms {
+            at.clear();
+            at.push(lex);
+            for position in form {
+                next.clear();
                 for &s in &at {
-                    for b in lo..=hi {
+                    for &(_, b) in position {
                         let st = lc.step(lx, s, b);
                         let step = &lc.steps[st];
                         if st == 0 || step.next == NONE || !step.closes.is_empty() {
@@ -130,7 +175,7 @@ impl Slice {
                 }
                 next.sort_unstable();
                 next.dedup();
-                at = next;
+                std::mem::swap(&mut at, &mut next);
             }
             if at != [lex] {
                 return false;
@@ -146,26 +191,29 @@ impl Slice {
     /// string of `maxLength` n is taken n characters from its start, whatever its `minLength`.
     /// None when `lex` is not such a state, or takes none. Followed in the lexer's DFA, not
     /// through lexer states (a string of `maxLength` 80 has 640 DFA states: 1.2 ms to make
-    /// as many lexer states, their steps and signatures); `next` memoises
-    /// [`Slice::after_body_char`].
+    /// as many lexer states, their steps and signatures); `body` ([`BodyChars::of`] the lexer
+    /// `lx`) keeps the DFA states met.
     pub fn body_run(
         &self,
         lc: &mut LexCache,
         lx: &Lexer,
         lex: u32,
-        next: &mut HashMap<u32, Option<u32>>,
+        body: &mut BodyChars,
     ) -> Option<usize> {
         let (pend, sh) = &lc.states.values[lex as usize];
         let (&[q], 0) = (pend.as_slice(), *sh) else {
             return None;
         };
+        if body.next.len() > BODY_NEXT {
+            body.next.clear();
+        }
         let mut at = q;
         for n in 0..=self.most_chars() {
-            let to = match next.get(&at) {
+            let to = match body.next.get(&at) {
                 Some(&hit) => hit,
                 None => {
-                    let made = Slice::after_body_char(lc, lx, at);
-                    next.insert(at, made);
+                    let made = Slice::after_body_char(lc, lx, &body.forms, at);
+                    body.next.insert(at, made);
                     made
                 }
             };
@@ -173,27 +221,29 @@ impl Slice {
                 Some(to) if to == at => return Some(usize::MAX),
                 Some(to) => at = to,
                 None if n == 0 => return None,
-                None => return Slice::dies_on_body(lx, at).then_some(n),
+                None => return Slice::dies_on_body(lx, &body.forms, at).then_some(n),
             }
         }
         Some(usize::MAX)
     }
 
-    /// The one DFA state every body character takes DFA state `q` to, with a lexeme that can
-    /// still finish and does not close at any of its bytes (None: there is no such state). The
-    /// bytes of a range are stepped once per byte class.
-    fn after_body_char(lc: &mut LexCache, lx: &Lexer, q: u32) -> Option<u32> {
+    /// The one DFA state every body character (`forms`: [`BodyChars`]) takes DFA state `q` to,
+    /// with a lexeme that can still finish and does not close at any of its bytes (None: there is
+    /// no such state).
+    fn after_body_char(
+        lc: &mut LexCache,
+        lx: &Lexer,
+        forms: &[Vec<Vec<(u8, u8)>>],
+        q: u32,
+    ) -> Option<u32> {
         let mut to = None;
-        for chars in BODY {
-            let mut at = vec![q];
-            for &(lo, hi) in chars.iter() {
-                let mut next = Vec::new();
-                let mut seen = [false; 256];
-                for b in lo..=hi {
-                    let class = lx.class_of(b);
-                    if std::mem::replace(&mut seen[usize::from(class)], true) {
-                        continue;
-                    }
+        let (mut at, mut next) = (Vec::new(), Vec::new());
+        for form in forms {
+            at.clear();
+            at.push(q);
+            for position in form {
+                next.clear();
+                for &(class, _) in position {
                     for &s in &at {
                         let n = lx.next(s, class);
                         // (as a lexer state's step: dead, closing, or unable to finish)
@@ -205,7 +255,7 @@ impl Slice {
                 }
                 next.sort_unstable();
                 next.dedup();
-                at = next;
+                std::mem::swap(&mut at, &mut next);
             }
             match (at.as_slice(), to) {
                 (&[one], None) => to = Some(one),
@@ -217,11 +267,10 @@ impl Slice {
     }
 
     /// Whether every body character's first byte kills DFA state `q`.
-    fn dies_on_body(lx: &Lexer, q: u32) -> bool {
-        BODY.iter().all(|chars| {
-            let (lo, hi) = chars[0];
-            (lo..=hi).all(|b| lx.next(q, lx.class_of(b)) == 0)
-        })
+    fn dies_on_body(lx: &Lexer, forms: &[Vec<Vec<(u8, u8)>>], q: u32) -> bool {
+        forms
+            .iter()
+            .all(|form| form[0].iter().all(|&(class, _)| lx.next(q, class) == 0))
     }
 
     /// [`Inside::of`] on the byte trie for a lexer state that takes `n` body characters in a row
@@ -237,11 +286,21 @@ impl Slice {
         let words = if n >= self.most_chars() {
             self.words.clone()
         } else {
-            let mut words = vec![0u32; self.words.len()];
-            for &t in &self.by_chars[..self.chars_ptr[n + 1] as usize] {
-                words[t as usize >> 5] |= 1 << (t & 31);
+            // the tokens of at most n characters set, or the longer ones cleared: the fewer
+            let (short, long) = self.by_chars.split_at(self.chars_ptr[n + 1] as usize);
+            if short.len() <= long.len() {
+                let mut words = vec![0u32; self.words.len()];
+                for &t in short {
+                    words[t as usize >> 5] |= 1 << (t & 31);
+                }
+                words
+            } else {
+                let mut words = self.words.clone();
+                for &t in long {
+                    words[t as usize >> 5] &= !(1 << (t & 31));
+                }
+                words
             }
-            words
         };
         let mut made = Inside::onto(lc, lx, &self.rest, reps, lex, words);
         for c in &mut made.closes {
@@ -374,9 +433,10 @@ mod tests {
             let flips = if round < 4 { 0 } else { 1 + rng.below(3) };
             let lx = string_lexer(&mut rng, flips);
             let mut lc = LexCache::new(&lx);
+            let body = BodyChars::of(&lx);
             for q in 1..lx.n_states() as u32 {
                 let lex = lc.state(vec![q], 0);
-                if !Slice::takes(&mut lc, &lx, lex) {
+                if !Slice::takes(&mut lc, &lx, lex, &body) {
                     refused += 1;
                     continue;
                 }
@@ -463,10 +523,10 @@ mod tests {
             let (min, max) = (rng.below(3), 1 + rng.below(9));
             let lx = bounded_string_lexer(&mut rng, min.min(max), max, flips);
             let mut lc = LexCache::new(&lx);
-            let mut next = HashMap::default();
+            let mut body = BodyChars::of(&lx);
             for q in 1..lx.n_states() as u32 {
                 let lex = lc.state(vec![q], 0);
-                let Some(run) = slice.body_run(&mut lc, &lx, lex, &mut next) else {
+                let Some(run) = slice.body_run(&mut lc, &lx, lex, &mut body) else {
                     refused += 1;
                     continue;
                 };
