@@ -182,6 +182,8 @@ pub struct CfgEngine {
     /// the token trie over the lexer's byte classes, and a byte of each class
     trie: Arc<TokenTrie>,
     reps: Vec<u8>,
+    /// the lexer's class of each label of the trie
+    cols: Vec<u8>,
     lexer: Lexer,
     grammar: Grammar,
     limits: Limits,
@@ -259,6 +261,7 @@ impl CfgEngine {
         Ok(CfgEngine {
             vocab,
             trie,
+            cols: classes.reps.iter().map(|&b| lexer.class_of(b)).collect(),
             reps: classes.reps,
             lexer,
             grammar,
@@ -382,7 +385,7 @@ impl CfgEngine {
         }
         if !state.is_empty() {
             self.with_walk(state, true, |w, root, insides| {
-                w.mask(&self.trie, &self.reps, &root, insides, words)
+                w.mask(&self.trie, &self.reps, &self.cols, &root, insides, words)
             })?;
         }
         Ok(())

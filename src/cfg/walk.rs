@@ -185,6 +185,7 @@ impl<'a> Walk<'a> {
         &mut self,
         trie: &TokenTrie,
         reps: &[u8],
+        cols: &[u8],
         root: &[WConf],
         insides: &mut Insides,
         words: &mut [u32],
@@ -206,7 +207,7 @@ impl<'a> Walk<'a> {
             ins.words.or_into(words);
         }
         let kept = |c: &WConf| &found[lexes.binary_search(&c.lex).unwrap_or(0)];
-        let mut sub = Subtrees::new(trie.max_depth);
+        let mut sub = Subtrees::new(trie.max_depth, self.lx().n_classes());
         let mut whole: Vec<WConf> = Vec::new();
         let mut closes: Vec<(u32, u32)> = Vec::new();
         for c in root {
@@ -239,7 +240,7 @@ impl<'a> Walk<'a> {
             whole.sort_unstable();
             Some(sub.intern(whole))
         };
-        sub.walk(self, trie, reps, whole, &closes, words)
+        sub.walk(self, trie, reps, cols, whole, &closes, words)
     }
 }
 
@@ -247,8 +248,11 @@ impl<'a> Walk<'a> {
 /// their steps (each distinct (set, byte class) is stepped once however many subtrees meet it).
 struct Subtrees {
     sets: Interner<Vec<WConf>>,
-    /// `trans[id * 256 + c]`: 0 unknown, 1 dead, else 2 + the id of the set after class `c`
+    /// `trans[id * width + c]`: 0 unknown, 1 dead, else 2 + the id of the set after a byte of the
+    /// lexer's class `c`
     trans: Vec<u32>,
+    /// the lexer's classes
+    width: usize,
     levels: Vec<u32>,
     scratch: Vec<WConf>,
     joined: HashMap<(u32, u32), u32>,
@@ -257,10 +261,11 @@ struct Subtrees {
 }
 
 impl Subtrees {
-    fn new(max_depth: usize) -> Self {
+    fn new(max_depth: usize, width: usize) -> Self {
         Subtrees {
             sets: Interner::new(),
             trans: Vec::new(),
+            width,
             levels: vec![0; max_depth + 1],
             scratch: Vec::new(),
             joined: HashMap::default(),
@@ -336,8 +341,8 @@ impl Subtrees {
     }
 
     fn room_for(&mut self, id: u32) {
-        if self.trans.len() < (id as usize + 1) * 256 {
-            self.trans.resize((id as usize + 1) * 256, 0);
+        if self.trans.len() < (id as usize + 1) * self.width {
+            self.trans.resize((id as usize + 1) * self.width, 0);
         }
     }
 
@@ -346,14 +351,17 @@ impl Subtrees {
     /// (`closes`, by node ascending), so a trie node is stepped once however many closes lie above
     /// it (a name closes at every byte). A node whose set is empty is passed over to the next close
     /// inside its subtree, or its subtree skipped. The set at the root is `whole` (configurations
-    /// taken whole: no [`Inside`] of theirs is used). The trie is
-    /// over the lexer's byte classes (bytes whose columns of the combined lexer table are equal step
-    /// every lexer state alike): `reps[c]` is a byte of class `c`.
+    /// taken whole: no [`Inside`] of theirs is used). The trie's label `c` stands for the bytes
+    /// of a class (`reps[c]` is one of them) that the lexer steps alike, those of its class
+    /// `cols[c]`: the steps are kept by that class (on the byte trie, a set's children by bytes
+    /// of one class are stepped once).
+    #[allow(clippy::too_many_arguments)]
     fn walk(
         &mut self,
         w: &mut Walk<'_>,
         trie: &TokenTrie,
         reps: &[u8],
+        cols: &[u8],
         whole: Option<u32>,
         closes: &[(u32, u32)],
         words: &mut [u32],
@@ -375,7 +383,7 @@ impl Subtrees {
             let mut cur = if parent == DEAD {
                 DEAD
             } else {
-                let slot = parent as usize * 256 + usize::from(c);
+                let slot = parent as usize * self.width + usize::from(cols[usize::from(c)]);
                 let mut next = self.trans[slot];
                 if next == 0 {
                     let mut scratch = std::mem::take(&mut self.scratch);
