@@ -693,11 +693,14 @@ impl PyCfgGrammar {
         py: Python<'_>,
         state: &Bound<'_, PyAny>,
         words: &Bound<'_, PyAny>,
-        row: i64,
+        row: &Bound<'_, PyAny>,
         eos: i64,
     ) -> PyResult<Option<bool>> {
         let s = self.state(py, state)?;
         self.check_owned(py, &s)?;
+        let Ok(row) = row.extract::<i64>() else {
+            return Ok(None); // (not an integer, or past 64 bits)
+        };
         let n_words = self.inner.n_words();
         let packed = match self.cached(s.key()) {
             Some(words) => words,

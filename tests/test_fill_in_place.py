@@ -89,6 +89,7 @@ def test_the_eos_bit_is_set_where_the_output_is_complete() -> None:
     [
         pytest.param(np.zeros((2, VOCAB.n_words), np.int32), 2, "row 2 is outside", id="row past the end"),
         pytest.param(np.zeros((2, VOCAB.n_words), np.int32), -1, "row -1 is outside", id="negative row"),
+        pytest.param(np.zeros((2, VOCAB.n_words), np.int32), 2**70, "is outside", id="a row past 64 bits"),
         pytest.param(np.zeros((1, VOCAB.n_words + 1), np.uint32), 0, "array", id="a row too long"),
         pytest.param(np.zeros(VOCAB.n_words, np.uint32), 0, "array", id="1-D"),
         pytest.param(np.zeros((1, VOCAB.n_words), np.float32), 0, "int32 or uint32", id="float32"),
