@@ -137,3 +137,51 @@ def test_a_state_of_another_grammar_is_refused() -> None:
     with pytest.raises(gm.GrammarError, match="another compiled grammar"):
         a.engine.fill(b.initial_state(), words, 0, 0)
     assert not words.any()
+
+
+@pytest.mark.parametrize(
+    ("layout", "written"),
+    [
+        ("uint32", True),
+        ("int32", True),
+        ("every other row", True),
+        ("reversed", True),
+        ("fortran", False),
+        ("strided words", False),
+    ],
+)
+def test_the_engine_writes_the_layouts_it_can_and_leaves_the_others(layout: str, written: bool) -> None:
+    # the matcher's answers above hold either way; this pins down which path gave them
+    c = compiled()
+    words = LAYOUTS[layout](2)
+    done = c.engine.fill(c.initial_state(), words, 1, 0)
+    assert (done is not None) == written
+    if written:
+        assert done is True
+        assert np.array_equal(words[1].view(np.uint32), c.matcher().mask().words)
+    else:
+        assert (words.view(np.uint32) == SENTINEL).all()
+
+
+def test_odd_arrays_and_rows_are_left_to_the_matcher() -> None:
+    c = compiled()
+    s = c.initial_state()
+    readonly = np.zeros((1, VOCAB.n_words), np.uint32)
+    readonly.setflags(write=False)
+
+    def two() -> np.ndarray[Any, np.dtype[np.uint32]]:
+        return np.zeros((2, VOCAB.n_words), np.uint32)
+
+    cases: list[tuple[Any, Any]] = [
+        (readonly, 0),
+        (np.zeros((1, VOCAB.n_words), ">u4"), 0),
+        (np.zeros((1, VOCAB.n_words), np.int64), 0),
+        ([[0] * VOCAB.n_words], 0),
+        (two(), 2),
+        (two(), -1),
+        (two(), 2**70),
+        (two(), "0"),
+    ]
+    for words, row in cases:
+        assert c.engine.fill(s, words, row, 0) is None, (words, row)
+        assert not np.asarray(words).any()
