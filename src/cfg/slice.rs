@@ -326,9 +326,9 @@ mod tests {
     fn string_lexer(rng: &mut Rng, flips: usize) -> Lexer {
         let n = 12;
         let mut t = vec![0u32; n * 256];
-        let mut set = |s: usize, lo: u8, hi: u8, to: u32| {
+        let mut set = |s: usize, lo: u8, hi: u8, to: usize| {
             for b in lo..=hi {
-                t[s * 256 + usize::from(b)] = to;
+                t[s * 256 + usize::from(b)] = to as u32;
             }
         };
         set(1, b'"', b'"', 2);
@@ -340,23 +340,7 @@ mod tests {
         for &b in b"\"\\/bfnrt" {
             set(3, b, b, 2);
         }
-        // 5: one continuation byte left, 6: two, 7: three; 8: after E0, 9: after ED, 10: after F0,
-        // 11: after F4
-        set(2, 0xC2, 0xDF, 5);
-        set(5, 0x80, 0xBF, 2);
-        set(2, 0xE1, 0xEC, 6);
-        set(2, 0xEE, 0xEF, 6);
-        set(6, 0x80, 0xBF, 5);
-        set(2, 0xE0, 0xE0, 8);
-        set(8, 0xA0, 0xBF, 5);
-        set(2, 0xED, 0xED, 9);
-        set(9, 0x80, 0x9F, 5);
-        set(2, 0xF1, 0xF3, 7);
-        set(7, 0x80, 0xBF, 6);
-        set(2, 0xF0, 0xF0, 10);
-        set(10, 0x90, 0xBF, 6);
-        set(2, 0xF4, 0xF4, 11);
-        set(11, 0x80, 0x8F, 6);
+        utf8_chars(&mut set, 2, 2, [5, 6, 7, 8, 9, 10, 11]);
         flipped(rng, t, 2, 4, flips)
     }
 
@@ -453,6 +437,33 @@ mod tests {
         assert!(taken > 20 && refused > 100, "{taken} {refused}");
     }
 
+    /// Wire the multi-byte UTF-8 characters (well-formed, as [`BODY`] spells them) from DFA state
+    /// `from` to `to` through `inside`: one continuation byte left, two, three; after E0, after
+    /// ED, after F0, after F4. `set(s, lo, hi, to)` sends bytes `lo..=hi` from `s` to `to`.
+    fn utf8_chars(
+        set: &mut impl FnMut(usize, u8, u8, usize),
+        from: usize,
+        to: usize,
+        inside: [usize; 7],
+    ) {
+        let [one, two, three, e0, ed, f0, f4] = inside;
+        set(from, 0xC2, 0xDF, one);
+        set(one, 0x80, 0xBF, to);
+        set(from, 0xE1, 0xEC, two);
+        set(from, 0xEE, 0xEF, two);
+        set(two, 0x80, 0xBF, one);
+        set(from, 0xE0, 0xE0, e0);
+        set(e0, 0xA0, 0xBF, one);
+        set(from, 0xED, 0xED, ed);
+        set(ed, 0x80, 0x9F, one);
+        set(from, 0xF1, 0xF3, three);
+        set(three, 0x80, 0xBF, two);
+        set(from, 0xF0, 0xF0, f0);
+        set(f0, 0x90, 0xBF, two);
+        set(from, 0xF4, 0xF4, f4);
+        set(f4, 0x80, 0x8F, two);
+    }
+
     /// A JSON string of at least `min` and at most `max` characters: per count of characters `k`,
     /// a body state and its states inside a character (8 states per count), with `flips` of the
     /// transitions sent elsewhere at random.
@@ -476,26 +487,11 @@ mod tests {
                 continue;
             }
             let next = body(k + 1);
-            // b+1: one continuation byte left, b+2: two, b+3: three; b+4: after E0, b+5: after ED,
-            // b+6: after F0, b+7: after F4
             for &(lo, hi) in &[(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E)] {
                 set(b, lo, hi, next);
             }
-            set(b, 0xC2, 0xDF, b + 1);
-            set(b + 1, 0x80, 0xBF, next);
-            set(b, 0xE1, 0xEC, b + 2);
-            set(b, 0xEE, 0xEF, b + 2);
-            set(b + 2, 0x80, 0xBF, b + 1);
-            set(b, 0xE0, 0xE0, b + 4);
-            set(b + 4, 0xA0, 0xBF, b + 1);
-            set(b, 0xED, 0xED, b + 5);
-            set(b + 5, 0x80, 0x9F, b + 1);
-            set(b, 0xF1, 0xF3, b + 3);
-            set(b + 3, 0x80, 0xBF, b + 2);
-            set(b, 0xF0, 0xF0, b + 6);
-            set(b + 6, 0x90, 0xBF, b + 2);
-            set(b, 0xF4, 0xF4, b + 7);
-            set(b + 7, 0x80, 0x8F, b + 2);
+            let inside: [usize; 7] = std::array::from_fn(|i| b + 1 + i);
+            utf8_chars(&mut set, b, next, inside);
         }
         flipped(rng, t, 3, 2, flips)
     }
