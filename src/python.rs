@@ -432,6 +432,19 @@ fn words_object(py: Python<'_>, wrap: Option<&Py<PyAny>>, words: &Packed) -> PyR
     }
 }
 
+/// Write the mask `words` of `state` into `row` (every word of it), and bit `eos` (inside the row)
+/// when the state accepts: whether the state allows a token or accepts. A row of
+/// `Matcher.fill_mask` and of a batch alike.
+fn write_row(row: &mut [u32], words: &Packed, state: &CfgState, eos: Option<usize>) -> bool {
+    row.fill(0);
+    words.or_into(row);
+    let accepting = state.accepting();
+    if let (true, Some(eos)) = (accepting, eos) {
+        row[eos >> 5] |= 1 << (eos & 31);
+    }
+    accepting || !words.is_empty()
+}
+
 /// Masks a CFG grammar keeps whole, as the objects `mask` answers (16 KB each on tekken).
 const RECENT_ROWS: usize = 8;
 
@@ -685,9 +698,9 @@ impl PyCfgGrammar {
     }
 
     /// Write the mask of `state` into row `row` of `words` (and bit `eos` when the state accepts;
-    /// -1: none), a C-ordered `[batch, n_words]` int32/uint32 numpy array: whether the state allows
-    /// a token or accepts. None when `words` or `row` is not of that kind: nothing is written (the
-    /// caller says what is wrong).
+    /// -1: none; past the row: GrammarError), a C-ordered `[batch, n_words]` int32/uint32 numpy
+    /// array: whether the state allows a token or accepts. None when `words` or `row` is not of
+    /// that kind: nothing is written (the caller says what is wrong).
     fn fill(
         &self,
         py: Python<'_>,
@@ -702,6 +715,14 @@ impl PyCfgGrammar {
             return Ok(None); // (not an integer, or past 64 bits)
         };
         let n_words = self.inner.n_words();
+        let eos = match usize::try_from(eos) {
+            Ok(e) if e < 32 * n_words => Some(e),
+            Ok(_) => {
+                let message = format!("CfgGrammar.fill: EOS id {eos} is outside the row");
+                return Err(grammarmask_error(py, "GrammarError", message));
+            }
+            Err(_) => None,
+        };
         let packed = match self.cached(s.key()) {
             Some(words) => words,
             None if array::find(words, row, n_words).is_none() => return Ok(None),
@@ -712,16 +733,7 @@ impl PyCfgGrammar {
         let Some(mut dest) = array::find(words, row, n_words) else {
             return Ok(None);
         };
-        let out = dest.words();
-        out.fill(0);
-        packed.or_into(out);
-        let accepting = s.accepting();
-        if let (true, Ok(eos)) = (accepting, usize::try_from(eos)) {
-            if let Some(w) = out.get_mut(eos >> 5) {
-                *w |= 1 << (eos & 31);
-            }
-        }
-        Ok(Some(accepting || !packed.is_empty()))
+        Ok(Some(write_row(dest.words(), &packed, &s, eos)))
     }
 
     /// Masks held in the cache (packed).

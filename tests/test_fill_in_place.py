@@ -185,3 +185,8 @@ def test_odd_arrays_and_rows_are_left_to_the_matcher() -> None:
     for words, row in cases:
         assert c.engine.fill(s, words, row, 0) is None, (words, row)
         assert not np.asarray(words).any()
+    # an EOS id past the row is refused, as a batch's is (the matcher's is always inside)
+    words = two()
+    with pytest.raises(gm.GrammarError, match="EOS id"):
+        c.engine.fill(s, words, 0, 32 * VOCAB.n_words)
+    assert not words.any()

@@ -15,7 +15,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use pyo3::prelude::*;
 
 use super::{
-    cfg_error, grammarmask_error, internal_error, panic_message, PyCfgGrammar, PyCfgState,
+    cfg_error, grammarmask_error, internal_error, panic_message, write_row, PyCfgGrammar,
+    PyCfgState,
 };
 use crate::cfg::{CfgError, State as CfgState};
 use crate::vocab::lock;
@@ -109,13 +110,7 @@ impl PyRowJob {
                 self.n_words,
             )
         };
-        row.fill(0);
-        words.or_into(row);
-        let accepting = item.state.accepting();
-        if let (true, Some(eos)) = (accepting, item.eos) {
-            row[eos >> 5] |= 1 << (eos & 31);
-        }
-        Ok(accepting || !words.is_empty())
+        Ok(write_row(row, &words, &item.state, item.eos))
     }
 }
 
