@@ -24,6 +24,9 @@ use crate::classes::{dead_row_and_targets, ByteClasses, Cells};
 /// No id (a dead transition, a lexeme that cannot go on).
 pub const NONE: u32 = u32::MAX;
 
+/// The most lexer states [`LexCache::takes`] follows a loop set through.
+const FAMILY: usize = 64;
+
 /// The flag of a state a [`LexCache::signature`] does not step out of.
 const LEAF: u32 = 4;
 
@@ -41,6 +44,9 @@ pub struct Lexer {
     /// `busy[s]`: a path from `s` reaches an accepting state from which many bytes lead to
     /// accepting states (its lexeme closes at nearly every byte: a name)
     busy: Vec<bool>,
+    /// the classes a state steps back to itself by, for the few states that keep many bytes so
+    /// (a name's letters, a quoted string's characters), largest first ([`LexCache::takes`])
+    loops: Vec<[u64; 4]>,
     /// the start state of each terminal's DFA
     pub start: Vec<u32>,
     pub greedy: Vec<bool>,
@@ -131,6 +137,7 @@ impl Lexer {
         let table = classes.reduce_classed(pre, table, width);
         let sizes: Vec<usize> = classes.sizes().into_iter().map(usize::from).collect();
         let (reaccept, busy) = reaccepting(&table, classes.count, &sizes, &accepting);
+        let loops = self_loops(&table, classes.count, &sizes);
         let mut ignore_starts: Vec<u32> = (0..n_terms)
             .filter(|&t| ignore[t] && start[t] != 0)
             .map(|t| start[t])
@@ -144,6 +151,7 @@ impl Lexer {
             term_of,
             reaccept,
             busy,
+            loops,
             start,
             greedy,
             ignore,
@@ -185,6 +193,17 @@ impl Lexer {
     /// Number of terminals.
     pub fn n_terminals(&self) -> usize {
         self.start.len()
+    }
+
+    /// The loop sets: per set, bit `c` of word `c / 64` for each of its classes.
+    pub fn loops(&self) -> &[[u64; 4]] {
+        &self.loops
+    }
+
+    /// No loop sets (for tests: the walks step through every subtree).
+    #[cfg(test)]
+    pub fn forget_loops(&mut self) {
+        self.loops.clear();
     }
 
     /// The state after class `c` from `s` (0: dead).
@@ -322,6 +341,33 @@ impl Lexer {
 /// to accepting states: a lexeme that closes at nearly every byte (a name), whose lexer states the
 /// mask walk takes whole. Backward searches over
 /// the edges, predecessors in one flat array: no vector per state.
+/// Bytes a state must step back to itself by for its set to be a loop set ([`Lexer`]'s `loops`),
+/// and the most loop sets kept.
+const LOOP_BYTES: usize = 16;
+const MAX_LOOPS: usize = 7;
+
+/// The distinct sets of classes states of `table` step back to themselves by, of at least
+/// [`LOOP_BYTES`] bytes (`sizes[c]`: the bytes of class `c`), largest first, at most [`MAX_LOOPS`].
+fn self_loops(table: &[u32], width: usize, sizes: &[usize]) -> Vec<[u64; 4]> {
+    let mut found: Vec<(usize, [u64; 4])> = Vec::new();
+    for (s, row) in table.chunks_exact(width).enumerate().skip(1) {
+        let mut set = [0u64; 4];
+        let mut bytes = 0;
+        for (c, &t) in row.iter().enumerate() {
+            if t as usize == s {
+                set[c / 64] |= 1 << (c % 64);
+                bytes += sizes[c];
+            }
+        }
+        if bytes >= LOOP_BYTES && !found.iter().any(|f| f.1 == set) {
+            found.push((bytes, set));
+        }
+    }
+    found.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    found.truncate(MAX_LOOPS);
+    found.into_iter().map(|f| f.1).collect()
+}
+
 fn reaccepting(
     table: &[u32],
     width: usize,
@@ -477,6 +523,9 @@ pub struct LexCache {
     pub steps: Vec<LexStep>,
     shadow_step: HashMap<(u32, u8), u32>,
     finish: HashMap<(u32, u32), bool>,
+    /// per lexer state, the loop sets it is known about (high byte) and takes (low byte)
+    /// ([`LexCache::takes`])
+    taken: Vec<u16>,
     /// per shadow set met, the set standing for it ([`LexCache::shadow_set`])
     canonical: HashMap<u32, u32>,
     /// the first shadow set of each one-step behaviour: by class, whether it refuses the cut
@@ -499,6 +548,7 @@ impl LexCache {
             }],
             shadow_step: HashMap::default(),
             finish: HashMap::default(),
+            taken: Vec::new(),
             canonical: HashMap::default(),
             // the empty set: every class lets the cut stand
             by_behaviour: HashMap::from_iter([([0; 4], 0)]),
@@ -549,6 +599,7 @@ impl LexCache {
         let need = (id as usize + 1) * self.width;
         if self.trans.len() < need {
             self.trans.resize(need, 0);
+            self.taken.resize(id as usize + 1, 0);
         }
         id
     }
@@ -702,6 +753,66 @@ impl LexCache {
             return None;
         }
         Some(LexStep { next, closes })
+    }
+
+    /// The loop sets of `lx` ([`Lexer::loops`]) lexer state `lex` takes (bit `k`: set `k`): every
+    /// string of their bytes keeps one of its lexemes going. A name's state takes its letters (and
+    /// so does the state of a keyword's first letters, which a name shares), a quoted string's
+    /// its characters. Followed through the lexer states such strings reach, at most [`FAMILY`]
+    /// (each of which then takes the set too).
+    pub fn takes(&mut self, lx: &Lexer, lex: u32) -> u8 {
+        let all = (1u16 << lx.loops.len()) - 1;
+        let mut known = self.taken[lex as usize];
+        if known >> 8 == all {
+            return (known & 0xFF) as u8;
+        }
+        for k in 0..lx.loops.len() {
+            if known & (0x100 << k) != 0 {
+                continue;
+            }
+            match self.family(lx, lex, &lx.loops[k]) {
+                Some(members) => {
+                    for m in members {
+                        self.taken[m as usize] |= 0x101 << k;
+                    }
+                    known |= 0x101 << k;
+                }
+                None => {
+                    known |= 0x100 << k;
+                    self.taken[lex as usize] = known;
+                }
+            }
+        }
+        debug_assert_eq!(known >> 8, all);
+        (known & 0xFF) as u8
+    }
+
+    /// The lexer states strings of classes `set` lead `lex` to, when none dies on one of them and
+    /// there are at most [`FAMILY`].
+    fn family(&mut self, lx: &Lexer, lex: u32, set: &[u64; 4]) -> Option<Vec<u32>> {
+        let mut members = vec![lex];
+        let mut at = 0;
+        while at < members.len() {
+            let m = members[at];
+            at += 1;
+            for c in 0..lx.n_classes() {
+                if set[c / 64] & (1 << (c % 64)) == 0 {
+                    continue;
+                }
+                let st = self.step(lx, m, lx.classes.reps[c]);
+                let next = self.steps[st].next;
+                if st == 0 || next == NONE {
+                    return None;
+                }
+                if !members.contains(&next) {
+                    if members.len() == FAMILY {
+                        return None;
+                    }
+                    members.push(next);
+                }
+            }
+        }
+        Some(members)
     }
 
     /// Whether a lexeme `lex` has in progress can come to close at nearly every byte ([`Lexer`]'s

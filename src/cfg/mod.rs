@@ -13,6 +13,7 @@ pub mod complete;
 pub mod earley;
 pub mod inside;
 pub mod lexer;
+pub mod loops;
 pub mod slice;
 pub mod walk;
 
@@ -30,8 +31,9 @@ use crate::vocab::{lock, Vocab};
 use earley::{Ctx, ESet, Grammar, Sigs};
 use inside::{Insides, Shelf};
 use lexer::{LexCache, Lexer, NONE};
+use loops::Loops;
 use slice::Slice;
-use walk::{WConf, Walk};
+use walk::{OnTrie, WConf, Walk};
 
 /// Why the CFG engine refused: unusable input, or a budget of `grammarmask.Limits` ran out.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -184,6 +186,8 @@ pub struct CfgEngine {
     reps: Vec<u8>,
     /// the lexer's class of each label of the trie
     cols: Vec<u8>,
+    /// the lexer's loop sets and the subtrees of the trie spelled with them
+    loops: Loops,
     lexer: Lexer,
     grammar: Grammar,
     limits: Limits,
@@ -219,15 +223,26 @@ impl CfgEngine {
         let (live_map, live) = lexer.classes().live_map(lexer.table());
         // (the byte trie's walks are shared with the vocabulary's other grammars, its Shelf, and
         // its string bodies are set aside once, its Slice)
-        let (classes, trie, shared) =
+        let (classes, map, shared) =
             if lexer.n_classes() <= limits.class_trie_max && live <= LIVE_BYTES_MAX {
-                (lexer.classes().clone(), vocab.trie(&live_map), None)
+                (lexer.classes().clone(), live_map, None)
             } else {
-                let bytes = vocab.trie(&ByteClasses::identity().map);
                 let shelf = vocab.store(Shelf::new);
                 let slice = Slice::of(&vocab);
-                (ByteClasses::identity(), bytes, Some((shelf, slice)))
+                (
+                    ByteClasses::identity(),
+                    ByteClasses::identity().map,
+                    Some((shelf, slice)),
+                )
             };
+        let trie = vocab.trie(&map);
+        let loops = Loops::new(
+            lexer.loops(),
+            &lexer.classes().map,
+            map,
+            &classes.reps,
+            &vocab,
+        );
         let pool = vocab.store(Pool::new);
         let mut caches = Caches {
             lex: LexCache::new(&lexer),
@@ -263,6 +278,7 @@ impl CfgEngine {
             trie,
             cols: classes.reps.iter().map(|&b| lexer.class_of(b)).collect(),
             reps: classes.reps,
+            loops,
             lexer,
             grammar,
             limits,
@@ -385,7 +401,13 @@ impl CfgEngine {
         }
         if !state.is_empty() {
             self.with_walk(state, true, |w, root, insides| {
-                w.mask(&self.trie, &self.reps, &self.cols, &root, insides, words)
+                let on = OnTrie {
+                    trie: &self.trie,
+                    reps: &self.reps,
+                    cols: &self.cols,
+                    loops: &self.loops,
+                };
+                w.mask(&on, &root, insides, words)
             })?;
         }
         Ok(())
@@ -524,12 +546,18 @@ impl CfgEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_rng::Rng;
 
     /// `start: NAME ("," NAME)*` with NAME = /[ab]+/ (greedy) and an ignored " ", as flat tables.
     fn engine(tokens: &[&[u8]]) -> CfgEngine {
+        named_engine(tokens, b"ab")
+    }
+
+    /// [`engine`] with NAME's letters `letters`.
+    fn named_engine(tokens: &[&[u8]], letters: &[u8]) -> CfgEngine {
         // terminals: 0 NAME (states 1 -> 2 loop), 1 "," (3 -> 4), 2 " " (5 -> 6)
         let mut table = vec![0u32; 7 * 256];
-        for b in [b'a', b'b'] {
+        for &b in letters {
             table[256 + usize::from(b)] = 2;
             table[2 * 256 + usize::from(b)] = 2;
         }
@@ -586,6 +614,48 @@ mod tests {
         assert!(e.advance(&s1, 99).unwrap().is_none());
         assert!(e.feed(&s0, b"a, b").unwrap().accepting());
         assert!(e.feed(&s0, b"a b").unwrap().is_empty());
+    }
+
+    #[test]
+    fn subtrees_of_names_kept_whole_give_the_masks_walked() {
+        // NAME of 26 letters: a loop set, so a name's state keeps the subtrees of letters unwalked
+        let letters: Vec<u8> = (b'a'..=b'z').collect();
+        let mut rng = Rng(0x5eed_100b_0002);
+        let pieces: [&[u8]; 6] = [b"a", b"q", b"z", b",", b" ", b"-"];
+        let mut toks: Vec<Vec<u8>> = (0..2000)
+            .map(|_| {
+                (0..1 + rng.below(7))
+                    .flat_map(|_| pieces[rng.below(pieces.len())].to_vec())
+                    .collect()
+            })
+            .collect();
+        toks.sort();
+        toks.dedup();
+        let toks: Vec<&[u8]> = toks.iter().map(|t| &t[..]).collect();
+        let kept = named_engine(&toks, &letters);
+        assert_eq!(kept.lexer.loops().len(), 1);
+        let mut walked = named_engine(&toks, &letters);
+        walked.lexer.forget_loops();
+        walked.loops = Loops::new(
+            &[],
+            &walked.lexer.classes().map,
+            [0; 256],
+            &[],
+            &walked.vocab,
+        );
+        for _ in 0..30 {
+            let (mut a, mut b) = (kept.initial(), walked.initial());
+            for _ in 0..8 {
+                let legal_a = legal(&kept, &a);
+                assert_eq!(legal_a, legal(&walked, &b));
+                let Some(&t) = legal_a.get(rng.below(legal_a.len().max(1))) else {
+                    break;
+                };
+                a = kept.advance(&a, i64::from(t)).unwrap().unwrap();
+                b = walked.advance(&b, i64::from(t)).unwrap().unwrap();
+            }
+        }
+        assert!(kept.loops.answers_known() > 0);
     }
 
     #[test]

@@ -17,6 +17,7 @@ use rustc_hash::FxHashMap as HashMap;
 use super::earley::{Ctx, ESet};
 use super::inside::{Inside, Insides, Kept};
 use super::lexer::{Interner, LexCache, Lexer, NONE};
+use super::loops::Loops;
 use super::{CfgError, Limits};
 use crate::trie::TokenTrie;
 
@@ -26,6 +27,15 @@ pub struct WConf {
     pub set: u32,
     pub lex: u32,
     pub fresh: bool,
+}
+
+/// The trie a mask walk goes over: its labels (`reps[label]`: a byte of the label's class; `cols`:
+/// the lexer's class of each label) and the subtrees spelled with the lexer's loop sets.
+pub struct OnTrie<'a> {
+    pub trie: &'a TokenTrie,
+    pub reps: &'a [u8],
+    pub cols: &'a [u8],
+    pub loops: &'a Loops,
 }
 
 /// One stepping session over the grammar's tables (under the compiled grammar's lock).
@@ -183,13 +193,12 @@ impl<'a> Walk<'a> {
     /// name closes at every byte) gains nothing from this: its configurations are walked whole.
     pub fn mask(
         &mut self,
-        trie: &TokenTrie,
-        reps: &[u8],
-        cols: &[u8],
+        on: &OnTrie<'_>,
         root: &[WConf],
         insides: &mut Insides,
         words: &mut [u32],
     ) -> Result<(), CfgError> {
+        let (trie, reps) = (on.trie, on.reps);
         let mut lexes: Vec<u32> = root.iter().map(|c| c.lex).collect();
         lexes.sort_unstable();
         lexes.dedup();
@@ -240,7 +249,7 @@ impl<'a> Walk<'a> {
             whole.sort_unstable();
             Some(sub.intern(whole))
         };
-        sub.walk(self, trie, reps, cols, whole, &closes, words)
+        sub.walk(self, on, whole, &closes, words)
     }
 }
 
@@ -258,7 +267,12 @@ struct Subtrees {
     joined: HashMap<(u32, u32), u32>,
     /// the set the closes of a lexer step make from an Earley set ([`Subtrees::closed`])
     made: HashMap<(u32, u32), u32>,
+    /// per set, the loop sets it takes ([`TAKES_KNOWN`] once known: [`Subtrees::takes`])
+    takes: Vec<u8>,
 }
+
+/// The flag of a set's [`Subtrees::takes`] once computed.
+const TAKES_KNOWN: u8 = 0x80;
 
 impl Subtrees {
     fn new(max_depth: usize, width: usize) -> Self {
@@ -270,6 +284,7 @@ impl Subtrees {
             scratch: Vec::new(),
             joined: HashMap::default(),
             made: HashMap::default(),
+            takes: Vec::new(),
         }
     }
 
@@ -343,7 +358,41 @@ impl Subtrees {
     fn room_for(&mut self, id: u32) {
         if self.trans.len() < (id as usize + 1) * self.width {
             self.trans.resize((id as usize + 1) * self.width, 0);
+            self.takes.resize(id as usize + 1, 0);
         }
+    }
+
+    /// The loop sets set `id` takes (bit `k`: [`LexCache::takes`] of one of its lexer states).
+    /// Only busy lexer states are asked (a name's: [`LexCache::busy`]), whose configurations walk
+    /// much of the trie; in the others' subtrees (strings after a close) the answers seldom pay
+    /// for the asking.
+    fn takes(&mut self, w: &mut Walk<'_>, id: u32) -> u8 {
+        let known = self.takes[id as usize];
+        if known != 0 {
+            return known & !TAKES_KNOWN;
+        }
+        let mut t = 0;
+        for c in &self.sets.values[id as usize] {
+            if w.lc.busy(w.cx.lx, c.lex) {
+                t |= w.lc.takes(w.cx.lx, c.lex);
+            }
+        }
+        self.takes[id as usize] = t | TAKES_KNOWN;
+        t
+    }
+
+    /// Whether set `id` at trie node `i` keeps every token below it: the set takes a loop set
+    /// whose bytes alone spell the subtree below `i`.
+    fn keeps_below(&mut self, w: &mut Walk<'_>, on: &OnTrie<'_>, id: u32, i: usize) -> bool {
+        let mut t = self.takes(w, id);
+        while t != 0 {
+            let k = t.trailing_zeros() as usize;
+            if on.loops.run_below(k, on.trie, i) {
+                return true;
+            }
+            t &= t - 1;
+        }
+        false
     }
 
     /// Mark the tokens that leave some configuration made by a close alive: one preorder scan, a
@@ -354,19 +403,18 @@ impl Subtrees {
     /// taken whole: no [`Inside`] of theirs is used). The trie's label `c` stands for the bytes
     /// of a class (`reps[c]` is one of them) that the lexer steps alike, those of its class
     /// `cols[c]`: the steps are kept by that class (on the byte trie, a set's children by bytes
-    /// of one class are stepped once).
-    #[allow(clippy::too_many_arguments)]
+    /// of one class are stepped once). Below a node whose set takes a loop set spelling all of
+    /// its subtree ([`Loops`]), every token is kept and no node is stepped through.
     fn walk(
         &mut self,
         w: &mut Walk<'_>,
-        trie: &TokenTrie,
-        reps: &[u8],
-        cols: &[u8],
+        on: &OnTrie<'_>,
         whole: Option<u32>,
         closes: &[(u32, u32)],
         words: &mut [u32],
     ) -> Result<(), CfgError> {
         const DEAD: u32 = u32::MAX;
+        let (trie, reps, cols) = (on.trie, on.reps, on.cols);
         let n = trie.n_nodes();
         let mut k = 0; // the next close
         self.levels.fill(DEAD);
@@ -429,6 +477,22 @@ impl Subtrees {
             }
             self.levels[d] = cur;
             trie.mark(i, words);
+            let below = trie.end[i] as usize;
+            if self.takes[cur as usize] != TAKES_KNOWN
+                && below > i + 1
+                && self.keeps_below(w, on, cur, i)
+            {
+                for &t in &trie.tok_ids[trie.tok_ptr[i + 1] as usize..trie.tok_ptr[below] as usize]
+                {
+                    words[t as usize >> 5] |= 1 << (t & 31);
+                }
+                // (closes below only add configurations to a set that keeps every token)
+                while k < closes.len() && (closes[k].0 as usize) < below {
+                    k += 1;
+                }
+                i = below;
+                continue;
+            }
             i += 1;
         }
         Ok(())
