@@ -344,7 +344,7 @@ impl Lexer {
 /// Bytes a state must step back to itself by for its set to be a loop set ([`Lexer`]'s `loops`),
 /// and the most loop sets kept.
 const LOOP_BYTES: usize = 16;
-const MAX_LOOPS: usize = 7;
+pub const MAX_LOOPS: usize = 7;
 
 /// The distinct sets of classes states of `table` step back to themselves by, of at least
 /// [`LOOP_BYTES`] bytes (`sizes[c]`: the bytes of class `c`), largest first, at most [`MAX_LOOPS`].

@@ -16,8 +16,9 @@ use rustc_hash::FxHashMap as HashMap;
 
 use super::earley::{Ctx, ESet};
 use super::inside::{Inside, Insides, Kept};
+use super::lexer::MAX_LOOPS;
 use super::lexer::{Interner, LexCache, Lexer, NONE};
-use super::loops::Loops;
+use super::loops::{Block, Loops};
 use super::{CfgError, Limits};
 use crate::trie::TokenTrie;
 
@@ -382,12 +383,23 @@ impl Subtrees {
     }
 
     /// Whether set `id` at trie node `i` keeps every token below it: the set takes a loop set
-    /// whose bytes alone spell the subtree below `i`.
-    fn keeps_below(&mut self, w: &mut Walk<'_>, on: &OnTrie<'_>, id: u32, i: usize) -> bool {
+    /// whose bytes alone spell the subtree below `i`. `blocks`: per loop set, the last block
+    /// asked of it.
+    fn keeps_below<'a>(
+        &mut self,
+        w: &mut Walk<'_>,
+        on: &OnTrie<'a>,
+        blocks: &mut [Block<'a>; MAX_LOOPS],
+        id: u32,
+        i: usize,
+    ) -> bool {
         let mut t = self.takes(w, id);
         while t != 0 {
             let k = t.trailing_zeros() as usize;
-            if on.loops.run_below(k, on.trie, i) {
+            if !blocks[k].holds(i) {
+                blocks[k] = on.loops.block(k, on.trie, i);
+            }
+            if blocks[k].run_below(i) {
                 return true;
             }
             t &= t - 1;
@@ -415,6 +427,7 @@ impl Subtrees {
     ) -> Result<(), CfgError> {
         const DEAD: u32 = u32::MAX;
         let (trie, reps, cols) = (on.trie, on.reps, on.cols);
+        let mut blocks = [Block::default(); MAX_LOOPS];
         let n = trie.n_nodes();
         let mut k = 0; // the next close
         self.levels.fill(DEAD);
@@ -480,7 +493,7 @@ impl Subtrees {
             let below = trie.end[i] as usize;
             if self.takes[cur as usize] != TAKES_KNOWN
                 && below > i + 1
-                && self.keeps_below(w, on, cur, i)
+                && self.keeps_below(w, on, &mut blocks, cur, i)
             {
                 for &t in &trie.tok_ids[trie.tok_ptr[i + 1] as usize..trie.tok_ptr[below] as usize]
                 {
