@@ -210,15 +210,8 @@ mod tests {
         for round in 0..20 {
             // tokens of 1 to 6 bytes over "abcxyz,": the set is some of them
             let alphabet = b"abcxyz,";
-            let mut toks: Vec<Vec<u8>> = (0..300)
-                .map(|_| {
-                    (0..1 + rng.below(6))
-                        .map(|_| alphabet[rng.below(alphabet.len())])
-                        .collect()
-                })
-                .collect();
-            toks.sort();
-            toks.dedup();
+            let pieces: Vec<&[u8]> = alphabet.chunks(1).collect();
+            let toks = rng.tokens(300, &pieces, 6);
             let n = toks.len();
             let vocab = Vocab::from_tokens(toks, &[], n).unwrap();
             let identity = ByteClasses::identity();

@@ -622,15 +622,7 @@ mod tests {
         let letters: Vec<u8> = (b'a'..=b'z').collect();
         let mut rng = Rng(0x5eed_100b_0002);
         let pieces: [&[u8]; 6] = [b"a", b"q", b"z", b",", b" ", b"-"];
-        let mut toks: Vec<Vec<u8>> = (0..2000)
-            .map(|_| {
-                (0..1 + rng.below(7))
-                    .flat_map(|_| pieces[rng.below(pieces.len())].to_vec())
-                    .collect()
-            })
-            .collect();
-        toks.sort();
-        toks.dedup();
+        let toks = rng.tokens(2000, &pieces, 7);
         let toks: Vec<&[u8]> = toks.iter().map(|t| &t[..]).collect();
         let kept = named_engine(&toks, &letters);
         assert_eq!(kept.lexer.loops().len(), 1);

@@ -370,15 +370,7 @@ mod tests {
     /// A vocabulary of 3,000 draws of 1 to `most` of `pieces` each (duplicates merged), its byte
     /// trie and its slice.
     fn piece_vocab(rng: &mut Rng, pieces: &[&[u8]], most: usize) -> (Vocab, TokenTrie, Slice) {
-        let mut toks: Vec<Vec<u8>> = (0..3000)
-            .map(|_| {
-                (0..1 + rng.below(most))
-                    .flat_map(|_| pieces[rng.below(pieces.len())].to_vec())
-                    .collect()
-            })
-            .collect();
-        toks.sort();
-        toks.dedup();
+        let toks = rng.tokens(3000, pieces, most);
         let n = toks.len();
         let vocab = Vocab::from_tokens(toks, &[], n).unwrap();
         let trie = TokenTrie::build(&vocab, &ByteClasses::identity().map);
