@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import re
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -295,3 +296,33 @@ def test_no_cased_code_points_above_the_scanned_range() -> None:
 
     assert not any(_sre.unicode_iscased(c) for c in range(CASED_LIMIT, 0x110000))
     assert not any(chr(c).upper() != chr(c) or chr(c).lower() != chr(c) for c in range(CASED_LIMIT, 0x110000))
+
+
+def test_the_case_related_code_points_are_those_re_calls_cased() -> None:
+    """The scan that skips chunks str.lower/str.upper leave unchanged finds what asking every code
+    point finds."""
+    import _sre
+    from re import _casefix  # type: ignore[attr-defined]
+
+    from grammarmask.automata.charsets import CASED_LIMIT, _make_case_related
+
+    every: set[int] = set()
+    for c in range(CASED_LIMIT):
+        if _sre.unicode_iscased(c):
+            up = chr(c).upper()
+            every |= {c, _sre.unicode_tolower(c), *([ord(up)] if len(up) == 1 else [])}
+    for k, vs in _casefix._EXTRA_CASES.items():
+        every |= {k, *vs}
+    assert _make_case_related() == "".join(map(chr, sorted(every)))
+
+
+def test_unicode_tables_are_kept_per_installation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tables that depend only on Python's Unicode database are made once and read back (exactly)."""
+    from grammarmask.automata import charsets
+
+    monkeypatch.setenv("GRAMMARMASK_CACHE_DIR", str(tmp_path))
+    made = charsets.category_set.__wrapped__("\\w", False)
+    assert len(list(tmp_path.glob("unicode-table-*"))) == 1
+    monkeypatch.setattr(charsets, "_runs", lambda *a: pytest.fail("made again"))
+    assert charsets.category_set.__wrapped__("\\w", False) == made
+    assert made == tuple((m.start(), m.end() - 1) for m in re.finditer(r"(?u)\w+", charsets.all_chars()))
