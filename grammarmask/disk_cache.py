@@ -1,7 +1,9 @@
 """An on-disk cache for the work a new process would otherwise redo: reading a tokenizer file into a
 :class:`~grammarmask.Vocabulary` and building its token trie (about 4 s for tekken's 131k tokens,
-against 0.05 s to read the cached result), and compiling a grammar it compiled before
-(:mod:`grammarmask.compile_cache`: a front end's IR, the engine's tables).
+against 0.05 s to read the cached result), compiling a grammar it compiled before
+(:mod:`grammarmask.compile_cache`: a front end's IR, the engine's tables), and what depends only on
+the Python that runs, made once per installation (the JSON Schema metaschema checks, the Unicode
+tables of ``re`` in :mod:`grammarmask.automata.charsets`).
 
 Where: ``$GRAMMARMASK_CACHE_DIR``, else ``$XDG_CACHE_HOME/grammarmask``, else
 ``~/.cache/grammarmask``; ``GRAMMARMASK_CACHE_DIR=off`` (or empty) turns the cache off. The directory
