@@ -30,6 +30,8 @@ __all__ = ["direct_dfa"]
 IntArray = npt.NDArray[np.int32]
 IdArray = npt.NDArray[np.intp]
 
+_IGNORECASE = int(re.IGNORECASE)  # a plain int: ``int & re.IGNORECASE`` is an enum call (~1 us)
+
 
 class _Fail(Exception):
     """The tree is outside what this module composes; use the NFA path."""
@@ -243,7 +245,7 @@ class _Composer:
                 run.clear()
 
         for op, av in items:
-            if op is C.LITERAL and not flags & re.IGNORECASE and not 0xD800 <= av <= 0xDFFF:
+            if op is C.LITERAL and not flags & _IGNORECASE and not 0xD800 <= av <= 0xDFFF:
                 run.append(av)
                 continue
             flush()

@@ -60,6 +60,11 @@ _UNSUPPORTED = {
 }
 
 
+# the flags as plain ints: ``int & re.IGNORECASE`` goes through the RegexFlag enum's own operators
+# (a Python call each, ~1 us), paid per character node
+_I, _A, _S, _M, _X = (int(f) for f in (re.IGNORECASE, re.ASCII, re.DOTALL, re.MULTILINE, re.VERBOSE))
+
+
 def regex_to_dfa(pattern: str, flags: int = 0, *, max_states: int = DEFAULT_MAX_STATES) -> DFA:
     """The minimal DFA of the UTF-8 byte strings that ``re.fullmatch(pattern, ., flags)`` accepts.
 
@@ -123,7 +128,7 @@ def _build(pattern: str, flags: int, max_states: int, work: int | None = None) -
         return _check_size(from_strings(x.encode("utf-8") for x in plain), max_states)
     tree = parse(pattern, flags)
     flags = int(tree.state.flags) | int(flags)
-    if not flags & re.IGNORECASE:
+    if not flags & _I:
         strings = _literal_set(tree, 0)
         if strings is not None:  # fast path: a finite set of literals (e.g. a label alternation)
             dfa = from_strings(x.encode("utf-8") for x in strings)
@@ -165,7 +170,7 @@ _UNESCAPE = re.compile(r"\\(.)", re.DOTALL)
 
 def _plain_alternation(pattern: str, flags: int) -> list[str] | None:
     """The literals of a pattern that is only ``lit|lit|...`` (optionally in one group)."""
-    if flags & (re.IGNORECASE | re.VERBOSE) or len(pattern) < 64:
+    if flags & (_I | _X) or len(pattern) < 64:
         return None
     m = _PLAIN_ALT.fullmatch(pattern)
     if m is None or pattern.startswith("(") != pattern.endswith(")"):
@@ -226,7 +231,7 @@ def _repeat_cost(seq: Any, flags: int) -> int:
 
 def _ascii(seq: Any, flags: int) -> bool:
     """Whether a parse tree matches only ASCII characters, each by itself (no case folding)."""
-    if flags & re.IGNORECASE:
+    if flags & _I:
         return False
     for op, av in seq:
         if op is C.LITERAL:
@@ -362,7 +367,7 @@ class _Builder:
         if op in (C.LITERAL, C.NOT_LITERAL, C.IN, C.ANY):
             self.charset(_charset(op, av, flags), start, end)
         elif op is C.BRANCH:
-            strings = None if flags & re.IGNORECASE or len(av[1]) < 16 else _literal_set([(op, av)], 0)
+            strings = None if flags & _I or len(av[1]) < 16 else _literal_set([(op, av)], 0)
             if strings is not None:  # many literal alternatives: embed their minimal trie DFA
                 add_dfa_to_nfa(self.nfa, from_strings(x.encode("utf-8") for x in strings), start, end)
                 return
@@ -405,7 +410,7 @@ class _Builder:
             cur = nxt
 
     def anchor(self, code: Any, flags: int, start: int, end: int) -> None:
-        multiline = bool(flags & re.MULTILINE)
+        multiline = bool(flags & _M)
         if code is C.AT_BEGINNING_STRING or (code is C.AT_BEGINNING and not multiline):
             kind = A_BEGIN
         elif code is C.AT_BEGINNING:
@@ -484,18 +489,18 @@ def _utf8_dfa(ranges: RangeSet) -> DFA:
 def _charset(op: Any, av: Any, flags: int) -> RangeSet:
     """The code points one character node matches under ``flags``."""
     if op is C.ANY:
-        if flags & re.DOTALL:
+        if flags & _S:
             return ((0, MAX_CODEPOINT),)
         return ((0, 9), (11, MAX_CODEPOINT))
-    if op is C.LITERAL and not flags & re.IGNORECASE:
+    if op is C.LITERAL and not flags & _I:
         return ((av, av),)
     items = [(C.LITERAL, av)] if op in (C.LITERAL, C.NOT_LITERAL) else list(av)
-    return _class_set(tuple(items), op is C.NOT_LITERAL, flags & (re.IGNORECASE | re.ASCII))
+    return _class_set(tuple(items), op is C.NOT_LITERAL, flags & (_I | _A))
 
 
 @functools.lru_cache(maxsize=4096)
 def _class_set(items: tuple[tuple[Any, Any], ...], not_literal: bool, flags: int) -> RangeSet:
-    ascii_only = bool(flags & re.ASCII)
+    ascii_only = bool(flags & _A)
     negate = not_literal
     ranges: list[tuple[int, int]] = []
     has_category = False
@@ -514,8 +519,8 @@ def _class_set(items: tuple[tuple[Any, Any], ...], not_literal: bool, flags: int
     exact = normalize(ranges)
     if negate:
         exact = complement(exact)
-    if flags & re.IGNORECASE and (has_category or may_change_with_case(normalize(ranges))):
-        exact = ignorecase_set(exact, _class_source(items, not_literal), flags & re.ASCII)
+    if flags & _I and (has_category or may_change_with_case(normalize(ranges))):
+        exact = ignorecase_set(exact, _class_source(items, not_literal), flags & _A)
     return exact
 
 
