@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import grammarmask as gm
@@ -68,3 +69,23 @@ def test_a_mask_that_would_visit_too_many_parser_states_stops_at_the_visit_budge
         m.mask()
     assert e.value.budget == "cfg_walk_visits" and e.value.value == 500
     assert m.num_tokens == 0
+
+
+# "true" is a literal and a NAME: each `return true;` lexes two ways, which meet again at the ";"
+KEYWORD_OR_NAME = gm.Lark('start: stmt*\nstmt: "return" expr ";"\nexpr: "true" | NAME\nNAME: /[a-z]+/\n%ignore " "\n')
+STATEMENT_VOCAB = gm.Vocabulary.from_tokens([b"return", b" ", b"true", b";", b"tr", b"ue", b""], eos_token_id=6)
+
+
+@pytest.mark.parametrize("engine", ["native", "python"])
+def test_lexings_that_reach_equal_parser_states_are_one_configuration(engine: str) -> None:
+    """Two lexings of a statement that end in Earley sets of one signature have one future, so
+    they are kept as one configuration: 200 statements of two lexings each stay within a budget of
+    4 configurations (kept apart, they doubled at each statement: 2**200), and the masks are the
+    same either way of stepping (one token, or the same bytes in two tokens)."""
+    compiled = KEYWORD_OR_NAME.compile(STATEMENT_VOCAB, limits=gm.Limits(cfg_configs=4), engine=engine)
+    whole, split = compiled.matcher(), compiled.matcher()
+    for _ in range(200):
+        whole.advance_many([0, 1, 2, 3])
+        split.advance_many([0, 1, 4, 5, 3])
+        assert np.array_equal(whole.mask(), split.mask())
+    assert whole.is_accepting() and split.is_accepting()

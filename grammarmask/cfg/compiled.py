@@ -101,7 +101,11 @@ class CompiledCfg(CompiledGrammar):
     def _step(self, configs: State, byte: int) -> State:
         lex = self.lex
         rows, acc = lex.rows, lex.acc_list
-        out: dict[Config, None] = {}
+        # configurations by (set signature, pend, shadows, fresh): sets with one signature have one
+        # future, so configurations that reach them along different lexings are one (by the set
+        # itself they were kept apart: Java's `true`, a literal and a name, doubled them at each
+        # `return true;`)
+        out: dict[tuple[int, Any, Any, bool], Config] = {}
         for e, pend, shadows, _ in configs:
             sh2 = lex.step_shadows(shadows, byte)
             if sh2 is None:
@@ -110,19 +114,19 @@ class CompiledCfg(CompiledGrammar):
             if not pend2:
                 continue
             if any(lex.can_finish(q, sh2, nonempty=True) for q in pend2):
-                out[(e, pend2, sh2, False)] = None
+                out.setdefault((e.sig, pend2, sh2, False), (e, pend2, sh2, False))
             for q in pend2:
                 if acc[q]:
                     c = self._close(e, q, sh2)
                     if c is not None:
-                        out[c] = None
+                        out.setdefault((c[0].sig, c[1], c[2], c[3]), c)
         if len(out) > self._max_configs:
             raise BudgetExceeded(
                 "cfg_configs", self._max_configs,
                 "the output can be cut into lexemes in more ways than allowed (terminals that match "
                 "the same text in many splits, as in GBNF's 'root ::= root root | \"a\"+')",
                 compile_time=True)
-        return tuple(out)
+        return tuple(out.values())
 
     def feed(self, state: State, data: bytes) -> State:
         """The state after ``data`` (empty when ``data`` leaves the language's prefixes)."""

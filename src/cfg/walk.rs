@@ -8,7 +8,14 @@
 //!
 //! A [`Walk`] names the Earley sets it meets by small local ids and memoises, for its duration, the
 //! parser's answers (advance by a terminal, the fresh lexer state after a close), so that a mask
-//! walk over a trie of 10^5 tokens asks the parser once per distinct close.
+//! walk over a trie of 10^5 tokens asks the parser once per distinct close. Sets are named by their
+//! signature, not their address: two sets with one signature have one future (the [`Sigs`] rule
+//! state keys and the mask cache already stand on), so configurations that reach equal sets along
+//! different lexings are one configuration. Named by address they were kept apart, and a text whose
+//! lexemes split two ways at each of many places (Java's `true`, a literal and a name) doubled the
+//! configurations at each: 4,096 after a dozen `return true;`.
+//!
+//! [`Sigs`]: super::earley::Sigs
 
 use std::sync::Arc;
 
@@ -45,7 +52,8 @@ pub struct Walk<'a> {
     pub lc: &'a mut LexCache,
     limits: &'a Limits,
     pub sets: Vec<Arc<ESet>>,
-    ids: HashMap<*const ESet, u32>,
+    /// local ids by set signature
+    ids: HashMap<u64, u32>,
     advanced: HashMap<(u32, u32), u32>,
     fresh: HashMap<(u32, u32), u32>,
     /// parser look-ups left to this walk (`Limits.cfg_walk_visits`; only mask walks count)
@@ -70,9 +78,9 @@ impl<'a> Walk<'a> {
         self.cx.lx
     }
 
-    /// The local id of `set`.
+    /// The local id of `set` (of the first set met with its signature).
     pub fn local(&mut self, set: &Arc<ESet>) -> u32 {
-        let key = Arc::as_ptr(set);
+        let key = set.sig;
         if let Some(&id) = self.ids.get(&key) {
             return id;
         }
