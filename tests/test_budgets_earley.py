@@ -72,8 +72,12 @@ def test_a_mask_that_would_visit_too_many_parser_states_stops_at_the_visit_budge
 
 
 # "true" is a literal and a NAME: each `return true;` lexes two ways, which meet again at the ";"
-KEYWORD_OR_NAME = gm.Lark('start: stmt*\nstmt: "return" expr ";"\nexpr: "true" | NAME\nNAME: /[a-z]+/\n%ignore " "\n')
-STATEMENT_VOCAB = gm.Vocabulary.from_tokens([b"return", b" ", b"true", b";", b"tr", b"ue", b""], eos_token_id=6)
+KEYWORD_OR_NAME = gm.Lark(
+    'start: stmt*\nstmt: "return" expr ";"\nexpr: "true" | NAME\nNAME: /[a-z]+/\n%ignore " "\n'
+)
+STATEMENT_VOCAB = gm.Vocabulary.from_tokens(
+    [b"return", b" ", b"true", b";", b"tr", b"ue", b""], eos_token_id=6
+)
 
 
 @pytest.mark.parametrize("engine", ["native", "python"])
