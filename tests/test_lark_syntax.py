@@ -265,3 +265,32 @@ def test_imports_from_lark_s_bundled_grammars_are_kept_and_copied() -> None:
     with pytest.raises(gm.GrammarError) as ours:
         lark_to_cfg('%import common.WS\n%import python.COMMENT -> WS\nstart: WS\n')
     assert str(e.value) in str(ours.value)
+
+
+def test_imports_from_common_lark_define_what_lark_s_own_import_defines() -> None:
+    # the bundled import reads only the definitions the imported names use: the grammar lark
+    # builds from it (every terminal it keeps, with its pattern) is the one lark's loader builds
+    import pkgutil
+
+    from lark.load_grammar import load_grammar as larks
+
+    common = pkgutil.get_data("lark", "grammars/common.lark").decode()
+    names = sorted({line.split(":")[0].split(".")[0].strip() for line in common.splitlines()
+                    if line[:1].isupper() or line[:1] == "_"})
+    assert len(names) > 20
+    rng = random.Random(5)
+    imports = [[n] for n in names] + [rng.sample(names, 3) for _ in range(20)]
+    for picked in imports:
+        lines = "".join(f"%import common.{n} -> A{i}\n" if i % 2 else f"%import common.{n}\n"
+                        for i, n in enumerate(picked))
+        uses = " ".join(f"A{i}" if i % 2 else n for i, n in enumerate(picked))
+        text = f"start: {uses}\n{lines}"
+        ours = lark_syntax.load_grammar(text, "<string>", [])
+        want = larks(text, "<string>", [], False)[0]
+        assert shape_of(ours.term_defs) == shape_of(want.term_defs), picked
+        assert repr(ours.rule_defs) == repr(want.rule_defs)
+
+
+def shape_of(defs: Any) -> Any:
+    """Definitions as (name, shape of the tree, priority), trees with their tokens' positions."""
+    return [(str(name), shape(tree), priority) for name, (tree, priority) in defs]
