@@ -304,18 +304,19 @@ def _unpack_dfa(classes: bytes, table: Any, accepting: Any, start: int) -> Any:
 
 
 def load_or_make(kind: str, key: Hashable, make: Callable[[], T], *, packed: bool = False,
-                 costly_only: bool = False) -> T:
+                 costly_only: bool = False, later: bool = False) -> T:
     """The value cached on disk under ``(kind, key)``, or ``make()``'s, stored for the next process.
 
     ``key`` must name everything the value depends on besides grammarmask's code (:func:`code_hash`
     is added here) and have a stable ``repr``. With the cache off, or a directory that cannot be
     written, this is ``make()``. ``packed``: as :func:`store`; ``costly_only``: stored only when
-    ``make()`` took long enough (:func:`worth_storing`).
+    ``make()`` took long enough (:func:`worth_storing`); ``later``: stored by :func:`store_later`
+    (the value must not change afterwards).
     """
     hit = load(kind, key, packed=packed)
     if hit is not None:
         return hit  # type: ignore[no-any-return]
     value, costly = made_costly(make)
     if costly or not costly_only:
-        store(kind, key, value, packed=packed)
+        (store_later if later else store)(kind, key, value, packed=packed)
     return value

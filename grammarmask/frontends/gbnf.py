@@ -302,7 +302,7 @@ class Gbnf(Grammar):
         if isinstance(text, str) and isinstance(start, str):  # the IR an earlier process built, if any
             self.cfg, self._ref_pos = disk_cache.load_or_make(
                 "gbnf-ir", (text, start, active()), lambda: gbnf_to_cfg(text, start=start), packed=True,
-                costly_only=True)
+                costly_only=True, later=True)
         else:
             self.cfg, self._ref_pos = gbnf_to_cfg(text, start=start)
         self._refs: frozenset[SpecialRef] = frozenset(self._ref_pos)

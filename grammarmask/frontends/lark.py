@@ -324,7 +324,7 @@ class Lark(Grammar):
         else:  # the IR an earlier process built from the same text and %import files (errors never stored)
             self._loaded, self._refs, self._ref_pos, self.cfg = disk_cache.load_or_make(
                 "lark-ir", (text, start, source_path, self.import_paths, deps, active()), make, packed=True,
-                costly_only=True)
+                costly_only=True, later=True)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], *, start: str = "start") -> Lark:
