@@ -181,6 +181,9 @@ def past_lark_literal(text: str, i: int) -> int | None:
     return None
 
 
+_NOT_REF = re.compile(r'[^"/<]*')
+
+
 def rewrite_lark_refs(text: str) -> tuple[str, dict[str, Ref], dict[Ref, tuple[int, int]]]:
     """Lark text with each special-token reference (``<name>``, ``<[NAME]>``, ``<[12]>`` outside
     strings, regexes and ``//`` comments) replaced by a declared placeholder terminal; returns the new
@@ -190,8 +193,14 @@ def rewrite_lark_refs(text: str) -> tuple[str, dict[str, Ref], dict[Ref, tuple[i
     refs: dict[str, Ref] = {}
     where: dict[Ref, tuple[int, int]] = {}
     seen: dict[Ref, str] = {}
+    if not isinstance(text, str):
+        return text, {}, {}  # the front end words the error
     i, n, last = 0, len(text), 0
+    skip = _NOT_REF.match
     while i < n:
+        i = skip(text, i).end()  # past characters that start neither a reference nor a literal
+        if i >= n:
+            break
         c = text[i]
         if (end := past_lark_literal(text, i)) is not None:
             i = end

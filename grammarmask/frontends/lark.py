@@ -139,12 +139,19 @@ def _terminal_dfa(name: str, regexp: str, text: str) -> Any:
     return dfa
 
 
+_NOT_NESTING = re.compile(r'[^"/()\[\]]*')
+
+
 def check_nesting(text: str) -> None:
     """Refuse groups nested deeper than ``Limits.grammar_nesting`` before lark's loader recurses on them
     (strings, /regexes/ and // comments skipped)."""
     depth, i, n = 0, 0, len(text)
     budget = active().grammar_nesting
+    skip = _NOT_NESTING.match
     while i < n:
+        i = skip(text, i).end()  # past characters that neither nest nor start a literal
+        if i >= n:
+            break
         c = text[i]
         if (end := past_lark_literal(text, i)) is not None:
             i = end
