@@ -294,3 +294,28 @@ def test_imports_from_common_lark_define_what_lark_s_own_import_defines() -> Non
 def shape_of(defs: Any) -> Any:
     """Definitions as (name, shape of the tree, priority), trees with their tokens' positions."""
     return [(str(name), shape(tree), priority) for name, (tree, priority) in defs]
+
+
+UNDEFINED = {  # lark's GrammarBuilder.validate refuses these; the fast check must hand them to it
+    "rule": "start: b\n",
+    "terminal": "start: A\n",
+    "terminal in a terminal": 'start: A\nA: "a" B\n',
+    "in a template": 'start: t{"a"}\nt{x}: x y\n',
+    "template": 'start: t{"a"}\n',
+    "template arity": 'start: t{"a", "b"}\nt{x}: x\n',
+    "parameter is a rule": 'start: t{"a"}\nt{b}: b\nb: "b"\n',
+    "parameter twice": 'start: t{"a", "b"}\nt{x, x}: x\n',
+    "ignored": 'start: "a"\n%ignore WS\n',
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNDEFINED))
+def test_what_lark_s_checks_refuse_is_refused_in_lark_s_words(name: str) -> None:
+    from lark.load_grammar import load_grammar as larks
+
+    text = UNDEFINED[name]
+    with pytest.raises(lark.exceptions.GrammarError) as want:
+        larks(text, "<string>", [], False)
+    with pytest.raises(lark.exceptions.GrammarError) as ours:
+        lark_syntax.load_grammar(text, "<string>", [])
+    assert str(ours.value) == str(want.value)

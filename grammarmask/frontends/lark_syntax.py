@@ -343,7 +343,8 @@ def _builder() -> type:
 
     # lark's GrammarBuilder whose grammars (and the grammars they import) are read by parse()
     builder = type("_Builder", (GrammarBuilder,), {
-        "load_grammar": _rebound(GrammarBuilder.load_grammar, _parse_grammar=_parse_grammar)})
+        "load_grammar": _rebound(GrammarBuilder.load_grammar, _parse_grammar=_parse_grammar),
+        "validate": _validate})
     do_import = _rebound(GrammarBuilder.do_import, GrammarBuilder=builder)
 
     def do_import_bundled(self: Any, dotted_path: Any, base_path: Any, aliases: Any, base_mangle: Any = None
@@ -378,6 +379,36 @@ def _builder() -> type:
 
     setattr(builder, "do_import", do_import_bundled)  # noqa: B010
     return builder
+
+
+def _validate(self: Any) -> None:
+    """lark's ``GrammarBuilder.validate``, which runs only where this can't tell the grammar passes:
+    every definition has no template parameters or uses, and every symbol anywhere in it is defined
+    (a superset of the symbols lark checks). lark's walks the trees of each definition three times
+    and more (a search per check, ``expansion`` subtrees scanned again inside each other)."""
+    from lark.grammar import Symbol
+    from lark.load_grammar import GrammarBuilder
+    from lark.tree import Tree
+
+    defined = self._definitions
+    ok = set(defined).issuperset(self._ignore_names)
+    for d in defined.values() if ok else ():
+        if d.params:
+            ok = False
+            break
+        stack = [d.tree] if d.tree is not None else []
+        while stack and ok:
+            for c in stack.pop().children:
+                if isinstance(c, Tree):
+                    if c.data == "template_usage":
+                        ok = False
+                    stack.append(c)
+                elif isinstance(c, Symbol) and c.name not in defined:
+                    ok = False
+        if not ok:
+            break
+    if not ok:
+        GrammarBuilder.validate(self)
 
 
 # what grammars imported from lark's bundled grammars, per process (a few entries: one per import)
