@@ -28,7 +28,8 @@ milliseconds (default 25; ``0``: everything): writing one costs a few millisecon
 zlib), more than a small schema takes to compile again, and a server compiling distinct schemas
 would pay it on every request for entries it never reads (:func:`worth_storing`). They are written
 by a background thread (:func:`store_later`), so the compile that made one returns without waiting,
-once no compile has read the cache for 50 ms (pickling holds the GIL: compiles in a burst would wait).
+once no compile has run or read the cache for 50 ms (pickling holds the GIL: compiles in a burst
+would wait).
 """
 
 from __future__ import annotations
@@ -43,14 +44,14 @@ import tempfile
 import threading
 import time
 import zlib
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 
-__all__ = ["code_hash", "directory", "flush", "load", "load_or_make", "max_bytes", "store", "store_later",
+__all__ = ["busy", "code_hash", "directory", "flush", "load", "load_or_make", "max_bytes", "store", "store_later",
            "sweep"]
 
 T = TypeVar("T")
@@ -120,7 +121,7 @@ def store_later(kind: str, key: Hashable, value: Any, *, packed: bool = False) -
     must not change afterwards. Until it is written, :func:`load` of the entry returns ``value``
     itself; :func:`flush` waits for every entry handed over, as the interpreter's exit does.
 
-    The thread writes once the cache has gone unread for :data:`QUIET_S` (or more than
+    The thread writes once no compile has run or read the cache for :data:`QUIET_S` (or more than
     :data:`MAX_WAITING` entries wait): pickling holds the GIL, and a thread writing beside a burst
     of compiles made each of them wait for it (JSONSchemaBench, one schema after another: ~1.2 ms
     of a median 6 ms compile)."""
@@ -156,6 +157,8 @@ def flush() -> None:
 QUIET_S = 0.05  # how long the cache goes unread before the writer thread writes
 MAX_WAITING = 256  # entries that may wait for a quiet moment (their values are alive anyway)
 _last_use = 0.0
+_busy = 0  # made_costly calls running
+_busy_lock = threading.Lock()
 _flushing = threading.Event()
 
 
@@ -165,12 +168,13 @@ def _used() -> None:
 
 
 def _until_quiet() -> None:
-    """Return once the cache has gone unread for QUIET_S, or flush() asks, or too many wait."""
+    """Return once nothing has been made (:func:`made_costly`) or read for QUIET_S, or flush() asks,
+    or too many entries wait."""
     while not _flushing.is_set() and len(_pending) <= MAX_WAITING:
         quiet = time.monotonic() - _last_use
-        if quiet >= QUIET_S:
+        if _busy <= 0 and quiet >= QUIET_S:
             return
-        _flushing.wait(QUIET_S - quiet)
+        _flushing.wait(max(QUIET_S - quiet, 0.005))
 
 
 _writer: ThreadPoolExecutor | None = None
@@ -179,10 +183,11 @@ _pending_lock = threading.Lock()
 
 
 def _forget_writer() -> None:  # a forked child has no writer thread (and maybe a held lock): afresh
-    global _writer, _pending_lock, _flushing
+    global _writer, _pending_lock, _flushing, _busy, _busy_lock
     _writer = None
     _pending_lock = threading.Lock()
     _flushing = threading.Event()
+    _busy, _busy_lock = 0, threading.Lock()
     _pending.clear()
 
 
@@ -249,10 +254,26 @@ def worth_storing(seconds: float) -> bool:
 
 def made_costly(make: Callable[[], T]) -> tuple[T, bool]:
     """``make()``'s value, and whether making it took long enough to be worth an entry
-    (:func:`worth_storing`)."""
+    (:func:`worth_storing`). The writer thread waits while one runs (:func:`store_later`)."""
     started = time.perf_counter()
-    value = make()
+    with busy():
+        value = make()
     return value, worth_storing(time.perf_counter() - started)
+
+
+@contextlib.contextmanager
+def busy() -> Iterator[None]:
+    """Mark a compile running: the writer thread of :func:`store_later` waits until none has run
+    for :data:`QUIET_S`."""
+    global _busy
+    with _busy_lock:
+        _busy += 1
+    try:
+        yield
+    finally:
+        with _busy_lock:
+            _busy -= 1
+        _used()
 
 
 def max_bytes() -> int | None:
