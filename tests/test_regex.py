@@ -285,3 +285,25 @@ def test_mask_is_exact_on_tekken_generated(tekken: gm.Vocabulary, p: Pattern, se
     if not oracle.viable(b""):
         return
     check_walk(Regex(p.re_text, flags=p.flags).compile(tekken), oracle, random.Random(seed), steps=3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(words=st.lists(st.text(alphabet=st.sampled_from(list('ab"-.\\|()é😀 x')), min_size=1, max_size=5),
+                      min_size=1, max_size=5),
+       group=st.sampled_from(["", "(?:", "("]))
+def test_literal_alternations_are_made_from_their_strings_as_re_reads_them(words: list[str],
+                                                                           group: str) -> None:
+    # a pattern of escaped literals ("port", a Lark keyword) takes the DFA of its strings, not
+    # re's parser and the subset construction: the same language as re.fullmatch
+    from grammarmask.automata import regex as R
+
+    pattern = "|".join(map(re.escape, words))
+    if group:
+        pattern = f"{group}{pattern})"
+    if not pattern.endswith("\\)"):  # (one ending with an escaped ")" is left to re: its group is unclear)
+        assert R._plain_alternation(pattern, 0) is not None
+    dfa = R._build(pattern, 0, R.DEFAULT_MAX_STATES)
+    probes = {w + extra for w in words for extra in ("", "a", "|", words[0])}
+    probes |= {w[:k] for w in words for k in range(len(w))} | {"".join(words)}
+    for p in probes:
+        assert dfa.matches(p.encode("utf-8")) == bool(re.fullmatch(pattern, p)), (pattern, p)

@@ -169,8 +169,11 @@ _UNESCAPE = re.compile(r"\\(.)", re.DOTALL)
 
 
 def _plain_alternation(pattern: str, flags: int) -> list[str] | None:
-    """The literals of a pattern that is only ``lit|lit|...`` (optionally in one group)."""
-    if flags & (_I | _X) or len(pattern) < 64:
+    """The literals of a pattern that is only ``lit|lit|...`` (optionally in one group): a JSON
+    Schema's property names (``"port"``), a Lark grammar's keywords. Their DFA is made from the
+    strings in Rust (~10-40 us), not through re's parser, an NFA and the subset construction
+    (~100-180 us for a short key)."""
+    if flags:  # re checks them (re.LOCALE with str, ASCII | UNICODE), and IGNORECASE, VERBOSE matter
         return None
     m = _PLAIN_ALT.fullmatch(pattern)
     if m is None or pattern.startswith("(") != pattern.endswith(")"):
