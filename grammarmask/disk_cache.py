@@ -51,8 +51,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-__all__ = ["busy", "code_hash", "directory", "flush", "load", "load_or_make", "max_bytes", "store", "store_later",
-           "sweep"]
+__all__ = ["busy", "code_hash", "directory", "flush", "load", "load_or_make", "max_bytes", "store",
+           "store_later", "sweep"]
 
 T = TypeVar("T")
 _OFF = ("", "off", "0", "none", "false")

@@ -198,7 +198,8 @@ def rewrite_lark_refs(text: str) -> tuple[str, dict[str, Ref], dict[Ref, tuple[i
     i, n, last = 0, len(text), 0
     skip = _NOT_REF.match
     while i < n:
-        i = skip(text, i).end()  # past characters that start neither a reference nor a literal
+        # past characters that start neither a reference nor a literal
+        i = skip(text, i).end()  # type: ignore[union-attr]  # (matches everywhere)
         if i >= n:
             break
         c = text[i]

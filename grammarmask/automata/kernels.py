@@ -82,7 +82,8 @@ def determinize(nfa: NFA, start: int, final: int, max_states: int, max_work: int
         # the lists' contents (~20% of a keyword's DFA)
         ptr = array("I", [0])
         ptr.extend(accumulate(map(len, lists)))
-        items = array("I", chain.from_iterable(lists) if width == 1 else chain.from_iterable(chain.from_iterable(lists)))
+        flat_items = chain.from_iterable(lists)
+        items = array("I", flat_items if width == 1 else chain.from_iterable(flat_items))
         return ptr.tobytes(), items.tobytes()
 
     _, got = _engine.dfa_determinize(*flat(nfa.eps, 1), *flat(nfa.edges, 3), *flat(nfa.asserts, 2),

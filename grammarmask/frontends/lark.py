@@ -149,7 +149,8 @@ def check_nesting(text: str) -> None:
     budget = active().grammar_nesting
     skip = _NOT_NESTING.match
     while i < n:
-        i = skip(text, i).end()  # past characters that neither nest nor start a literal
+        # past characters that neither nest nor start a literal
+        i = skip(text, i).end()  # type: ignore[union-attr]  # (matches everywhere)
         if i >= n:
             break
         c = text[i]

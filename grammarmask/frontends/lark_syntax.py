@@ -360,11 +360,12 @@ def _builder() -> type:
             # (_parse_wanted): lark keeps no other (its _remove_unused), and made every one of
             # common.lark's 27 terminals first, 3-4 ms per import in every new grammar
             wanted = frozenset(aliases)
-            reader = _rebound(GrammarBuilder.load_grammar,
-                              _parse_grammar=lambda text, name, start="start": _parse_wanted(text, name, start, wanted))
+            reader = _rebound(GrammarBuilder.load_grammar, _parse_grammar=lambda text, name, start="start":
+                              _parse_wanted(text, name, start, wanted))
             scratch_builder = type("_Scratch", (builder,), {"load_grammar": reader})
             scratch = scratch_builder(self.global_keep_all_tokens)
-            _rebound(GrammarBuilder.do_import, GrammarBuilder=scratch_builder)(scratch, dotted_path, None, aliases, None)
+            importer = _rebound(GrammarBuilder.do_import, GrammarBuilder=scratch_builder)
+            importer(scratch, dotted_path, None, aliases, None)
             if len(_BUNDLED) >= _BUNDLED_ENTRIES:
                 _BUNDLED.clear()
             kept = _BUNDLED[key] = (scratch._definitions, scratch.used_files)
