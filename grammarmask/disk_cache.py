@@ -144,22 +144,31 @@ def store_later(kind: str, key: Hashable, value: Any, *, packed: bool = False) -
 
 def flush() -> None:
     """Wait until every entry handed to :func:`store_later` is written (or given up)."""
+    global _flushers
     with _pending_lock:
         writer = _writer
     if writer is not None:
-        _flushing.set()  # written now, not once the cache is quiet
+        with _busy_lock:  # written now, not once the cache is quiet, until the last flush returns
+            _flushers += 1
+            _flushing.set()
         try:
             writer.submit(lambda: None).result()  # one worker: entries are written in order
         finally:
-            _flushing.clear()
+            with _busy_lock:
+                _flushers -= 1
+                if not _flushers:
+                    _flushing.clear()
 
 
 QUIET_S = 0.05  # how long the cache goes unread before the writer thread writes
-MAX_WAITING = 256  # entries that may wait for a quiet moment (their values are alive anyway)
+# entries that may wait for a quiet moment: each holds a compiled grammar the in-memory caches may
+# have let go (a large schema's is tens of MB), so few
+MAX_WAITING = 16
 _last_use = 0.0
 _busy = 0  # made_costly calls running
-_busy_lock = threading.Lock()
+_busy_lock = threading.Lock()  # also guards _flushers
 _flushing = threading.Event()
+_flushers = 0  # flush() calls running
 
 
 def _used() -> None:
@@ -183,11 +192,11 @@ _pending_lock = threading.Lock()
 
 
 def _forget_writer() -> None:  # a forked child has no writer thread (and maybe a held lock): afresh
-    global _writer, _pending_lock, _flushing, _busy, _busy_lock
+    global _writer, _pending_lock, _flushing, _busy, _busy_lock, _flushers
     _writer = None
     _pending_lock = threading.Lock()
     _flushing = threading.Event()
-    _busy, _busy_lock = 0, threading.Lock()
+    _busy, _busy_lock, _flushers = 0, threading.Lock(), 0
     _pending.clear()
 
 
