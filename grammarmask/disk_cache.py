@@ -27,9 +27,7 @@ Grammar entries are written only for work that took at least ``$GRAMMARMASK_CACH
 milliseconds (default 25; ``0``: everything): writing one costs a few milliseconds (pickle and
 zlib), more than a small schema takes to compile again, and a server compiling distinct schemas
 would pay it on every request for entries it never reads (:func:`worth_storing`). They are written
-by a background thread (:func:`store_later`), so the compile that made one returns without waiting,
-once no compile has run or read the cache for 50 ms (pickling holds the GIL: compiles in a burst
-would wait).
+by a background thread (:func:`store_later`), so the compile that made one returns without waiting.
 """
 
 from __future__ import annotations
@@ -44,15 +42,15 @@ import tempfile
 import threading
 import time
 import zlib
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 
-__all__ = ["busy", "code_hash", "directory", "flush", "load", "load_or_make", "max_bytes", "store",
-           "store_later", "sweep"]
+__all__ = ["code_hash", "directory", "flush", "load", "load_or_make", "max_bytes", "store", "store_later",
+           "sweep"]
 
 T = TypeVar("T")
 _OFF = ("", "off", "0", "none", "false")
@@ -91,7 +89,6 @@ def load(kind: str, key: Hashable, *, packed: bool = False) -> Any:
     where = directory()
     if where is None:
         return None
-    _used()
     path = _path(where, kind, key, packed)
     with _pending_lock:
         if path in _pending:  # still being written by store_later
@@ -119,18 +116,12 @@ def store_later(kind: str, key: Hashable, value: Any, *, packed: bool = False) -
     """:func:`store` in a background thread, so a compile does not wait for its entry to be pickled,
     compressed and written (10-40 ms for a large JSON Schema, a quarter of its compile). ``value``
     must not change afterwards. Until it is written, :func:`load` of the entry returns ``value``
-    itself; :func:`flush` waits for every entry handed over, as the interpreter's exit does.
-
-    The thread writes once no compile has run or read the cache for :data:`QUIET_S` (or more than
-    :data:`MAX_WAITING` entries wait): pickling holds the GIL, and a thread writing beside a burst
-    of compiles made each of them wait for it (JSONSchemaBench, one schema after another: ~1.2 ms
-    of a median 6 ms compile)."""
+    itself; :func:`flush` waits for every entry handed over, as the interpreter's exit does."""
     global _writer
     where = directory()
     if where is None:
         return
     path = _path(where, kind, key, packed)
-    _used()
     with _pending_lock:
         if _writer is None:
             _writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grammarmask-disk-cache")
@@ -144,46 +135,10 @@ def store_later(kind: str, key: Hashable, value: Any, *, packed: bool = False) -
 
 def flush() -> None:
     """Wait until every entry handed to :func:`store_later` is written (or given up)."""
-    global _flushers
     with _pending_lock:
         writer = _writer
     if writer is not None:
-        with _busy_lock:  # written now, not once the cache is quiet, until the last flush returns
-            _flushers += 1
-            _flushing.set()
-        try:
-            writer.submit(lambda: None).result()  # one worker: entries are written in order
-        finally:
-            with _busy_lock:
-                _flushers -= 1
-                if not _flushers:
-                    _flushing.clear()
-
-
-QUIET_S = 0.05  # how long the cache goes unread before the writer thread writes
-# entries that may wait for a quiet moment: each holds a compiled grammar the in-memory caches may
-# have let go (a large schema's is tens of MB), so few
-MAX_WAITING = 16
-_last_use = 0.0
-_busy = 0  # made_costly calls running
-_busy_lock = threading.Lock()  # also guards _flushers
-_flushing = threading.Event()
-_flushers = 0  # flush() calls running
-
-
-def _used() -> None:
-    global _last_use
-    _last_use = time.monotonic()
-
-
-def _until_quiet() -> None:
-    """Return once nothing has been made (:func:`made_costly`) or read for QUIET_S, or flush() asks,
-    or too many entries wait."""
-    while not _flushing.is_set() and len(_pending) <= MAX_WAITING:
-        quiet = time.monotonic() - _last_use
-        if _busy <= 0 and quiet >= QUIET_S:
-            return
-        _flushing.wait(max(QUIET_S - quiet, 0.005))
+        writer.submit(lambda: None).result()  # one worker: entries are written in order
 
 
 _writer: ThreadPoolExecutor | None = None
@@ -192,11 +147,9 @@ _pending_lock = threading.Lock()
 
 
 def _forget_writer() -> None:  # a forked child has no writer thread (and maybe a held lock): afresh
-    global _writer, _pending_lock, _flushing, _busy, _busy_lock, _flushers
+    global _writer, _pending_lock
     _writer = None
     _pending_lock = threading.Lock()
-    _flushing = threading.Event()
-    _busy, _busy_lock, _flushers = 0, threading.Lock(), 0
     _pending.clear()
 
 
@@ -205,7 +158,6 @@ os.register_at_fork(after_in_child=_forget_writer)
 
 def _write_pending(where: Path, kind: str, key: Hashable, value: Any, packed: bool, path: Path) -> None:
     try:
-        _until_quiet()
         _write(where, kind, key, value, packed)
     finally:
         with _pending_lock:
@@ -263,26 +215,10 @@ def worth_storing(seconds: float) -> bool:
 
 def made_costly(make: Callable[[], T]) -> tuple[T, bool]:
     """``make()``'s value, and whether making it took long enough to be worth an entry
-    (:func:`worth_storing`). The writer thread waits while one runs (:func:`store_later`)."""
+    (:func:`worth_storing`)."""
     started = time.perf_counter()
-    with busy():
-        value = make()
+    value = make()
     return value, worth_storing(time.perf_counter() - started)
-
-
-@contextlib.contextmanager
-def busy() -> Iterator[None]:
-    """Mark a compile running: the writer thread of :func:`store_later` waits until none has run
-    for :data:`QUIET_S`."""
-    global _busy
-    with _busy_lock:
-        _busy += 1
-    try:
-        yield
-    finally:
-        with _busy_lock:
-            _busy -= 1
-        _used()
 
 
 def max_bytes() -> int | None:

@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from . import disk_cache
 from ._args import as_int
 from .cache import Lru, per_vocabulary, table_bytes
 from .compile_cache import compile_through
@@ -98,7 +97,7 @@ class Grammar(ABC):
             from .special_tokens import special_view
 
             vocab = special_view(vocab, refs, where=self.where_named)
-        with in_force(limits) as lim, engine_in_use(name), disk_cache.busy():
+        with in_force(limits) as lim, engine_in_use(name):
             key = self.cache_key()
             if key is None:
                 compiled = _settled(self._compile(vocab))

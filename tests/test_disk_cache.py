@@ -7,7 +7,6 @@ import os
 import pickle
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -186,24 +185,6 @@ def test_a_later_store_is_read_while_it_waits_and_written_where_it_was_asked(
     back = disk_cache.load("later", "k", packed=True)
     assert back == value and back is not value  # read from the file now
     assert len(list(cache_dir.glob("later-*.pickle.z"))) == 1
-
-
-def test_entries_wait_for_the_cache_to_go_quiet(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # the writer thread pickles while holding the GIL: it waits until no compile has read the
-    # cache for QUIET_S, so a burst of compiles does not wait for it; flush() writes at once
-    monkeypatch.setattr(disk_cache, "QUIET_S", 0.4)
-    disk_cache.store_later("quiet", "k", [1, 2, 3])
-    time.sleep(0.1)
-    assert disk_cache.load("quiet", "k") == [1, 2, 3]  # still in memory, and the cache is read again
-    assert not list(cache_dir.glob("quiet-*"))
-    deadline = time.monotonic() + 10
-    while not list(cache_dir.glob("quiet-*")) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert len(list(cache_dir.glob("quiet-*"))) == 1  # written once the cache went quiet
-    disk_cache.store_later("quiet", "now", [4])
-    disk_cache.load("quiet", "other")
-    disk_cache.flush()
-    assert len(list(cache_dir.glob("quiet-*"))) == 2
 
 
 def test_a_value_that_does_not_pickle_is_left_out_quietly(cache_dir: Path) -> None:
