@@ -99,6 +99,12 @@ def _snapshot(compiled: CompiledGrammar) -> tuple[Any, ...] | None:
     if type(compiled) is CompiledCfg:
         return ("cfg+tables", compiled.cfg, compiled.lex, compiled.earley)
     if type(compiled).__name__ == "NativeCompiledCfg":
+        tables = compiled.flat()  # type: ignore[attr-defined]
+        if tables is not None and compiled._remake is not None:  # type: ignore[attr-defined]
+            # the engine's flat tables (bytes, int lists: they pickle as fast as they copy; the
+            # IR's DFA and rule objects took 2-10 ms of pickling with the GIL held, in the writer
+            # thread, beside the compiles running meanwhile); the IR is made again when asked for
+            return ("tables", tables)
         return ("cfg", compiled.cfg)  # type: ignore[attr-defined]
     return None
 
@@ -112,6 +118,10 @@ def _restore(snap: Any, vocab: Vocabulary, limits: Limits,
         if snap[0] == "cfg+tables":
             _, cfg, lex, earley = snap
             return CompiledCfg(cfg, vocab, limits, tables=(lex, earley))
+        if snap[0] == "tables" and remake is not None:
+            from .native.cfg import NativeCompiledCfg
+
+            return NativeCompiledCfg(None, vocab, limits, tables=snap[1], remake=remake)
         if snap[0] == "cfg":
             return compile_cfg(snap[1], vocab, remake=remake)
     except Exception:  # noqa: BLE001 - an entry that does not fit this code: compiled again

@@ -33,6 +33,7 @@ by a background thread (:func:`store_later`), so the compile that made one retur
 from __future__ import annotations
 
 import contextlib
+import copyreg
 import functools
 import hashlib
 import io
@@ -273,25 +274,27 @@ def _dumps(value: Any, packed: bool) -> bytes:
 class _PackingPickler(pickle.Pickler):
     """A pickler that writes a byte DFA of many states as its byte classes and the table over them
     (a JSON Schema's terminal DFAs have 20-70 distinct columns of 256); zlib does well enough on
-    small ones."""
+    small ones. Through ``dispatch_table``, consulted for DFAs only: a ``reducer_override`` is a
+    Python call for every object pickled (~1 us each: a third of a large rules entry's pickling)."""
 
     def __init__(self, f: io.BytesIO, protocol: int) -> None:
         from .automata.dfa import DFA
 
         super().__init__(f, protocol=protocol)
-        self.dfa_type = DFA
+        self.dispatch_table = {**copyreg.dispatch_table, DFA: _reduce_dfa}
 
-    def reducer_override(self, obj: Any) -> Any:
-        if type(obj) is not self.dfa_type or obj.n_states < _PACK_STATES:
-            return NotImplemented
-        # byte_classes() is exact (bytes share a class iff their columns are equal: checked where
-        # it is made), so the table over the classes' first bytes is the whole table; comparing
-        # them again here cost most of a large schema's entry (sp_343: 34 of 42 ms of pickling,
-        # in the writer thread, holding the GIL the compiles running meanwhile wait for)
-        classes, _ = obj.byte_classes()
-        reps = np.unique(classes, return_index=True)[1]  # each class's first byte
-        table = np.ascontiguousarray(obj.transitions[:, reps])
-        return _unpack_dfa, (classes.astype(np.uint8).tobytes(), table, obj.accepting, obj.start)
+
+def _reduce_dfa(obj: Any) -> Any:
+    if obj.n_states < _PACK_STATES:
+        return obj.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
+    # byte_classes() is exact (bytes share a class iff their columns are equal: checked where
+    # it is made), so the table over the classes' first bytes is the whole table; comparing
+    # them again here cost most of a large schema's entry (sp_343: 34 of 42 ms of pickling,
+    # in the writer thread, holding the GIL the compiles running meanwhile wait for)
+    classes, _ = obj.byte_classes()
+    reps = np.unique(classes, return_index=True)[1]  # each class's first byte
+    table = np.ascontiguousarray(obj.transitions[:, reps])
+    return _unpack_dfa, (classes.astype(np.uint8).tobytes(), table, obj.accepting, obj.start)
 
 
 _PACK_STATES = 64

@@ -6,6 +6,7 @@ that cannot be read are made again; keys follow the limits, the engine, the voca
 
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 import random
@@ -150,6 +151,28 @@ def test_a_json_schema_read_back_lets_go_of_its_ir_too(cache_dir: Path,
     assert restored == [read] and isinstance(read, NativeCompiledCfg)
     assert read._cfg is None and made._cfg is None  # neither holds the IR; both make it again
     assert flat_tables(read.cfg) == flat_tables(made.cfg)
+    assert read.flat() is None and made.flat() is None  # nor the flat tables, once settled
+    # the entry is the engine's flat tables (bytes and ints, quick to pickle), not the IR's objects
+    (entry,) = _entries(cache_dir, "compiled-*.pickle.z")
+    kind, tables = pickle.loads(zlib.decompress(entry.read_bytes()))
+    assert kind == "tables" and tables == flat_tables(made.cfg)
+
+
+def test_rules_pickle_as_their_constructors_arguments() -> None:
+    """Every kind of rule expression survives pickling whole (equal, same type, its build kept)."""
+    rules = _grammars()["json"].rules()
+    back = pickle.loads(pickle.dumps(rules, protocol=pickle.HIGHEST_PROTOCOL))
+    assert back == rules and list(back) == list(rules)
+    kinds = {x for x in builder.__dict__.values() if isinstance(x, type) and issubclass(x, builder.Expr)}
+    pat = builder.Pat("a", build=functools.partial(builder._literal_dfa, "a"), name="A", opaque=True)
+    made = [builder.Lit("x"), pat, builder.Ref("r"), builder.Seq((pat, builder.Lit("y"))),
+            builder.Alt((pat, builder.Ref("r"))), builder.Rep(pat, 2, None)]
+    assert {type(x) for x in made} == kinds - {builder.Expr}
+    for x in made:
+        y = pickle.loads(pickle.dumps(x, protocol=pickle.HIGHEST_PROTOCOL))
+        assert type(y) is type(x) and y == x and repr(y) == repr(x)
+    back_pat = pickle.loads(pickle.dumps(pat))
+    assert back_pat.build is not None and back_pat.build() == pat.build()  # compare=False: by hand
 
 
 def test_compositions_read_their_context_free_parts(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -119,17 +119,25 @@ class NativeCompiledCfg(CompiledGrammar):
     and masks.
     """
 
-    def __init__(self, cfg: Cfg, vocab: Vocabulary, limits: Limits | None = None, *,
-                 class_trie_max: int = CLASS_TRIE_MAX, remake: Callable[[], Cfg] | None = None) -> None:
+    def __init__(self, cfg: Cfg | None, vocab: Vocabulary, limits: Limits | None = None, *,
+                 class_trie_max: int = CLASS_TRIE_MAX, remake: Callable[[], Cfg] | None = None,
+                 tables: dict[str, Any] | None = None) -> None:
+        """``tables``: :func:`flat_tables` of the grammar, already made (``cfg`` may then be None,
+        with ``remake`` to make it when asked)."""
+        if tables is None:
+            if cfg is None:
+                raise ValueError("NativeCompiledCfg needs a Cfg or its flat tables")
+            tables = flat_tables(cfg)
         self._cfg: Cfg | None = cfg
         self._remake = remake
+        self._tables: dict[str, Any] | None = tables
         self.vocab = vocab
         self.limits = limits = limits or active()
         # the mask cache holds whole rows: Limits.cfg_masks of them, within Limits.cfg_mask_bytes
         masks = min(limits.cfg_masks, limits.cfg_mask_bytes // (4 * vocab.n_words))
         self.engine = _engine.CfgGrammar(
             native_vocabulary(vocab),
-            **flat_tables(cfg),
+            **tables,
             limits=(limits.earley_items_per_set, limits.earley_signatures, limits.earley_recent,
                     limits.cfg_configs, limits.cfg_walk_visits, masks),
             wrap=_read_only_words,
@@ -151,7 +159,12 @@ class NativeCompiledCfg(CompiledGrammar):
         cfg = self._cfg
         return cfg if cfg is not None else self._remake()  # type: ignore[misc]
 
+    def flat(self) -> dict[str, Any] | None:
+        """The :func:`flat_tables` the engine was built from, until the compile settled (None after)."""
+        return self._tables
+
     def _settle(self) -> None:
+        self._tables = None
         if self._remake is not None:
             self._cfg = None
 
