@@ -25,9 +25,12 @@ Entries, by what they hold:
 - ``compiled``: what :meth:`grammarmask.Grammar.compile` builds for one of those grammars, by its
   content key, the limits, the engine (and whether the native CFG engine is on), and the
   vocabulary's content hash (:attr:`~grammarmask.Vocabulary.fingerprint`). For the Python CFG engine
-  this is the IR and the engine's tables; for the native one the IR (the Rust tables are made from it
-  again: nothing holding a native handle is pickled). Masks, walks and other lazily filled caches are
-  not stored: a new process fills them as it decodes.
+  this is the IR and the engine's tables; for the native one the flat tables the Rust engine is built
+  from (:func:`grammarmask.native.cfg.flat_tables`: bytes and int lists, which pickle as fast as they
+  copy, so the background writer holds the GIL a fraction of a millisecond, not the 2-10 ms the IR's
+  objects took), or the IR when the grammar cannot make it again (Lark, GBNF). Nothing holding a
+  native handle is pickled. Masks, walks and other lazily filled caches are not stored: a new process
+  fills them as it decodes.
 
 Compositions (``&``, ``|``, ``+``, ``repeat``, structural tags) are not stored themselves: their
 context-free parts compile through :meth:`~grammarmask.Grammar.compile` and so through these
