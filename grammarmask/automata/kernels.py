@@ -40,8 +40,9 @@ def _dfa(parts: tuple[bytes, bytes, int, bytes, int]) -> DFA:
     from .dfa import DFA
 
     table, accepting, start, classes, k = parts
+    # read-only views of the kernel's bytes, in the layout DFA checks for: no checks, no copies
     t = np.frombuffer(table, dtype=np.int32).reshape(-1, 256)
-    d = DFA(t, np.frombuffer(accepting, dtype=np.bool_), start)
+    d = DFA._trusted(t, np.frombuffer(accepting, dtype=np.bool_), int(start))
     object.__setattr__(d, "_classes", (np.frombuffer(classes, dtype=np.uint8).astype(np.int32), k))
     return d
 
