@@ -36,10 +36,13 @@ pub struct TokenTrie {
     pub single: Vec<u32>,
 }
 
-/// Maps of at most this many classes are coarsened by one scan of the byte trie (a dense table of
-/// `classes` columns per class node: a few MB at most for the tries masks walk, whose grammars have
-/// at most 40 classes); wider maps group byte nodes class node by class node.
-const SCAN_CLASSES: usize = 64;
+/// Maps of at most this many classes are coarsened by one scan of the byte trie, through a dense
+/// table of a row of `classes` cells per class node, while the table stays within
+/// [`SCAN_TABLE_CELLS`]; other maps group byte nodes class node by class node. (A 1,000-label
+/// alternation's map has some 50 classes and a class trie of tens of thousands of nodes: its
+/// table grew to tens of MB and took twice as long as the grouping, 37-47 against 18 ms.)
+const SCAN_CLASSES: usize = 16;
+const SCAN_TABLE_CELLS: usize = 1 << 19;
 
 /// [`TokenTrie::single`] of a node without tokens, and of one with several.
 pub const NO_TOKEN: u32 = u32::MAX;
@@ -127,11 +130,12 @@ impl TokenTrie {
             .map(|&c| usize::from(c) + 1)
             .max()
             .unwrap_or(0);
-        if k <= SCAN_CLASSES {
-            self.coarsen_by_scan(map, k)
+        let scanned = if k <= SCAN_CLASSES {
+            self.coarsen_by_scan(map, k, SCAN_TABLE_CELLS)
         } else {
-            self.coarsen_by_groups(map)
-        }
+            None
+        };
+        scanned.unwrap_or_else(|| self.coarsen_by_groups(map))
     }
 
     /// [`TokenTrie::coarsen`] for a map of at most [`SCAN_CLASSES`] classes (`0 .. k`): one forward
@@ -140,7 +144,8 @@ impl TokenTrie {
     /// nodes are then numbered in preorder and their tokens bucketed. The grouping walk reads a
     /// node's children scattered over the trie, a cache miss or two each: arithmetic.lark's class
     /// trie over tekken took 3.3 ms that way, 2.0-2.5 ms so.
-    fn coarsen_by_scan(&self, map: &[u8; 256], k: usize) -> TokenTrie {
+    /// None when the table would pass `max_cells` cells.
+    fn coarsen_by_scan(&self, map: &[u8; 256], k: usize, max_cells: usize) -> Option<TokenTrie> {
         const NONE: u32 = u32::MAX;
         let n = self.n_nodes();
         // class nodes in order of creation: child[c * k + class], parent's depth + 1, label
@@ -169,6 +174,9 @@ impl TokenTrie {
             let slot = parent * k + usize::from(class);
             let mut cn = child[slot];
             if cn == NONE {
+                if child.len() + k > max_cells {
+                    return None;
+                }
                 cn = c_depth.len() as u32;
                 child[slot] = cn;
                 child.resize(child.len() + k, NONE);
@@ -222,7 +230,7 @@ impl TokenTrie {
             }
         }
         out.finish();
-        out
+        Some(out)
     }
 
     /// [`TokenTrie::coarsen`] for any map: each class node's byte nodes are grouped, their
@@ -523,10 +531,17 @@ mod tests {
                     rand(k) as u8
                 };
             }
-            let (a, b) = (
-                bytes.coarsen_by_scan(&map, k as usize),
-                bytes.coarsen_by_groups(&map),
+            let a = bytes
+                .coarsen_by_scan(&map, k as usize, usize::MAX)
+                .expect("no bound on the table");
+            // past its bound the scan declines, and coarsen groups instead
+            assert!(
+                bytes
+                    .coarsen_by_scan(&map, k as usize, k as usize)
+                    .is_none()
+                    || a.n_nodes() == 1
             );
+            let b = bytes.coarsen_by_groups(&map);
             assert_eq!((&a.label, &a.depth, &a.end), (&b.label, &b.depth, &b.end));
             assert_eq!(
                 (&a.tok_ptr, &a.tok_ids, &a.by_len),
