@@ -383,33 +383,38 @@ def _builder() -> type:
 
 
 def _validate(self: Any) -> None:
-    """lark's ``GrammarBuilder.validate``, which runs only where this can't tell the grammar passes:
-    every definition has no template parameters or uses, and every symbol anywhere in it is defined
-    (a superset of the symbols lark checks). lark's walks the trees of each definition three times
-    and more (a search per check, ``expansion`` subtrees scanned again inside each other)."""
-    from lark.grammar import Symbol
+    """lark's ``GrammarBuilder.validate``, which runs only where :func:`_plainly_valid` can't tell the
+    grammar passes. lark's walks the trees of each definition three times and more (a search per
+    check, ``expansion`` subtrees scanned again inside each other)."""
     from lark.load_grammar import GrammarBuilder
+
+    if not _plainly_valid(self):
+        GrammarBuilder.validate(self)
+
+
+def _plainly_valid(builder: Any) -> bool:
+    """Whether a GrammarBuilder's grammar passes lark's checks on sight: no definition has template
+    parameters or uses, and every symbol anywhere in it, and every ignored name, is defined (a
+    superset of the symbols lark checks)."""
+    from lark.grammar import Symbol
     from lark.tree import Tree
 
-    defined = self._definitions
-    ok = set(defined).issuperset(self._ignore_names)
-    for d in defined.values() if ok else ():
+    defined = builder._definitions
+    if not set(defined).issuperset(builder._ignore_names):
+        return False
+    for d in defined.values():
         if d.params:
-            ok = False
-            break
+            return False
         stack = [d.tree] if d.tree is not None else []
-        while stack and ok:
+        while stack:
             for c in stack.pop().children:
                 if isinstance(c, Tree):
                     if c.data == "template_usage":
-                        ok = False
+                        return False
                     stack.append(c)
                 elif isinstance(c, Symbol) and c.name not in defined:
-                    ok = False
-        if not ok:
-            break
-    if not ok:
-        GrammarBuilder.validate(self)
+                    return False
+    return True
 
 
 # what grammars imported from lark's bundled grammars, per process (a few entries: one per import)
