@@ -122,7 +122,9 @@ impl TokenTrie {
     /// `map` (preorder, children by class, each node's tokens ascending), several times faster
     /// (tekken: the radix sort reads every byte of every token at every depth's regrouping).
     /// Bytes `map` sends to [`DROPPED`] take their tokens out, with the byte trie's subtrees below
-    /// them unread: a grammar of ASCII text reads a small part of the byte trie.
+    /// them unread: a grammar of ASCII text reads a small part of the byte trie. Two ways, the same
+    /// arrays: one forward scan for maps of few classes ([`TokenTrie::coarsen_by_scan`]), else the
+    /// grouping walk ([`TokenTrie::coarsen_by_groups`]).
     pub fn coarsen(&self, map: &[u8; 256]) -> TokenTrie {
         let k = map
             .iter()
@@ -143,8 +145,8 @@ impl TokenTrie {
     /// each byte node its class node through a dense (class node, class) -> child table; the class
     /// nodes are then numbered in preorder and their tokens bucketed. The grouping walk reads a
     /// node's children scattered over the trie, a cache miss or two each: arithmetic.lark's class
-    /// trie over tekken took 3.3 ms that way, 2.0-2.5 ms so.
-    /// None when the table would pass `max_cells` cells.
+    /// trie over tekken took 3.3 ms that way, 2.0-2.5 ms so. None when the table would pass
+    /// `max_cells` cells.
     fn coarsen_by_scan(&self, map: &[u8; 256], k: usize, max_cells: usize) -> Option<TokenTrie> {
         const NONE: u32 = u32::MAX;
         let n = self.n_nodes();
