@@ -123,8 +123,8 @@ impl TokenTrie {
     /// (tekken: the radix sort reads every byte of every token at every depth's regrouping).
     /// Bytes `map` sends to [`DROPPED`] take their tokens out, with the byte trie's subtrees below
     /// them unread: a grammar of ASCII text reads a small part of the byte trie. Two ways, the same
-    /// arrays: one forward scan for maps of few classes ([`TokenTrie::coarsen_by_scan`]), else the
-    /// grouping walk ([`TokenTrie::coarsen_by_groups`]).
+    /// arrays: one forward scan for maps of few classes (`coarsen_by_scan`), else the
+    /// grouping walk (`coarsen_by_groups`).
     pub fn coarsen(&self, map: &[u8; 256]) -> TokenTrie {
         let k = map
             .iter()
