@@ -55,6 +55,8 @@ def _installation_entries() -> None:
         for ascii_only in (False, True):
             charsets.category_set.__wrapped__(escape, ascii_only)
     charsets._case_related.__wrapped__()
+    for ascii_only in (False, True):
+        charsets._ascii_ignorecase_sets.__wrapped__(ascii_only)
     charsets.all_chars.cache_clear()
     for draft in (
         jsonschema.Draft4Validator,

@@ -349,3 +349,19 @@ def test_unicode_tables_are_kept_per_installation(tmp_path: Path, monkeypatch: p
     monkeypatch.setattr(charsets, "_runs", lambda *a: pytest.fail("made again"))
     assert charsets.category_set.__wrapped__("\\w", False) == made
     assert made == tuple((m.start(), m.end() - 1) for m in re.finditer(r"(?u)\w+", charsets.all_chars()))
+
+
+@pytest.mark.parametrize("ascii_only", [False, True])
+def test_the_ascii_case_table_is_what_re_matches_each_character_with(ascii_only: bool) -> None:
+    """Each ASCII character's case-insensitive set, read from the per-installation table, is the set
+    of code points ``re`` itself matches it with (``k`` also matches the Kelvin sign, ``s`` the long
+    s, ``i`` the dotted capital I and the dotless i, unless ASCII)."""
+    from grammarmask.automata import charsets
+
+    flags = re.IGNORECASE | (re.ASCII if ascii_only else 0)
+    table = charsets._ascii_ignorecase_sets.__wrapped__(ascii_only)
+    every = charsets.all_chars()
+    for c in range(128):
+        matched = {m.start() for m in re.finditer(re.escape(chr(c)), every, flags)}
+        assert {x for lo, hi in table[c] for x in range(lo, hi + 1)} == matched, chr(c)
+    assert (table[ord("k")] == ((75, 75), (107, 107))) == ascii_only

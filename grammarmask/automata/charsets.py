@@ -21,7 +21,8 @@ import numpy as np
 
 from .utf8 import MAX_CODEPOINT
 
-__all__ = ["RangeSet", "all_chars", "category_set", "complement", "ignorecase_set", "normalize"]
+__all__ = ["RangeSet", "all_chars", "ascii_ignorecase_set", "category_set", "complement", "ignorecase_set",
+           "normalize"]
 
 RangeSet = tuple[tuple[int, int], ...]
 CASED_LIMIT = 0x20000
@@ -132,6 +133,21 @@ def ignorecase_set(exact: RangeSet, single_char_pattern: str, flags: int) -> Ran
     keep = _subtract_points(exact, _related_list())
     hits = [(ord(m.group()), ord(m.group())) for m in compiled.finditer(text)]
     return normalize(keep + hits)
+
+
+def ascii_ignorecase_set(code: int, ascii_only: bool) -> RangeSet:
+    """:func:`ignorecase_set` of the ASCII character ``code`` alone (the letters of a keyword such as
+    Lark's ``"select"i``), read from a table made once per installation: asked one by one, each new
+    letter cost ~60 us of scanning the case-related code points, and the first one loading them."""
+    return _ascii_ignorecase_sets(ascii_only)[code]
+
+
+@functools.cache
+def _ascii_ignorecase_sets(ascii_only: bool) -> tuple[RangeSet, ...]:
+    flags = re.ASCII if ascii_only else 0
+    return _per_installation(
+        f"ascii ignorecase {'(?a)' if ascii_only else '(?u)'}",
+        lambda: tuple(ignorecase_set(((c, c),), f"\\x{c:02x}", flags) for c in range(128)))
 
 
 def _subtract_points(ranges: RangeSet, srt: list[int]) -> list[tuple[int, int]]:

@@ -22,6 +22,7 @@ from ..errors import BudgetExceeded, GrammarError
 from ..limits import active
 from .charsets import (
     RangeSet,
+    ascii_ignorecase_set,
     category_set,
     complement,
     ignorecase_set,
@@ -497,6 +498,8 @@ def _charset(op: Any, av: Any, flags: int) -> RangeSet:
         return ((0, 9), (11, MAX_CODEPOINT))
     if op is C.LITERAL and not flags & _I:
         return ((av, av),)
+    if op is C.LITERAL and av < 0x80:  # a keyword's letter under IGNORECASE
+        return ascii_ignorecase_set(av, bool(flags & _A))
     items = [(C.LITERAL, av)] if op in (C.LITERAL, C.NOT_LITERAL) else list(av)
     return _class_set(tuple(items), op is C.NOT_LITERAL, flags & (_I | _A))
 
