@@ -365,3 +365,39 @@ def test_the_ascii_case_table_is_what_re_matches_each_character_with(ascii_only:
         matched = {m.start() for m in re.finditer(re.escape(chr(c)), every, flags)}
         assert {x for lo, hi in table[c] for x in range(lo, hi + 1)} == matched, chr(c)
     assert (table[ord("k")] == ((75, 75), (107, 107))) == ascii_only
+
+
+@pytest.mark.parametrize("flags", [0, re.ASCII])
+@pytest.mark.parametrize("word", ["select", "KISS", "distinct", "is_1", "k", "Ss"])
+def test_a_caseless_keyword_is_built_as_re_matches_it(word: str, flags: int) -> None:
+    """``(?i:word)`` (Lark's ``"word"i``) is built without re's parser as a chain of the letters'
+    case sets: the language re matches (the Kelvin sign, the long s, the dotted and dotless i among
+    the spellings unless ASCII), the same minimal DFA as the general path's, and its size bound."""
+    from grammarmask.automata import regex as rx_module
+
+    pattern = f"(?i:{word})"
+    assert rx_module._CASELESS_WORD.fullmatch(pattern)
+    fast = rx_module._build(pattern, flags, 10_000)
+    invariants(fast)
+    general = rx_module.determinize(*_nfa_of(pattern, flags), max_states=10_000)
+    assert fast.n_states == general.n_states
+    rng = random.Random(word)
+    others = ["\u212a", "\u017f", "\u0130", "\u0131", "y"]  # K (Kelvin), long s, dotted I, dotless i
+    samples = ["".join(rng.choice([c.lower(), c.upper(), *others]) for c in word) for _ in range(1500)]
+    samples += [s[:-1] for s in samples[:100]] + [s + "s" for s in samples[:100]]
+    samples += [word, word.swapcase(), ""]
+    assert_same_language(fast, re.compile(pattern, flags), samples)
+    with pytest.raises(GrammarError, match="too complex"):
+        rx_module._build(pattern, flags, len(word))
+
+
+def _nfa_of(pattern: str, flags: int) -> tuple[Any, int, int]:
+    """The Thompson NFA of ``pattern`` (the general path of regex_to_dfa) and its start and final."""
+    from grammarmask.automata import regex as rx_module
+    from grammarmask.automata.nfa import NFA
+
+    tree = rx_module.parse(pattern, flags)
+    nfa = NFA(max_states=100_000)
+    start, final = nfa.new_state(), nfa.new_state()
+    rx_module._Builder(nfa, pattern).build(tree, int(tree.state.flags) | flags, start, final)
+    return nfa, start, final

@@ -60,9 +60,10 @@ class DFA:
 
     @classmethod
     def _trusted(cls, transitions: IntArray, accepting: BoolArray, start: int) -> DFA:
-        """A DFA of tables the Rust kernels made (int32 ``(n, 256)``, C-contiguous and read-only,
-        state 0 dead), without :meth:`__post_init__`'s checks and copies: they cost 5 us of a
-        keyword's 12, and a JSON Schema's compile makes hundreds."""
+        """A DFA of tables the Rust kernels made, or this package built well-formed (int32
+        ``(n, 256)``, C-contiguous and read-only, state 0 dead, every target a state), without
+        :meth:`__post_init__`'s checks and copies: they cost 5 us of a keyword's 12, and a JSON
+        Schema's compile makes hundreds."""
         d = object.__new__(cls)
         object.__setattr__(d, "transitions", transitions)
         object.__setattr__(d, "accepting", accepting)
