@@ -490,11 +490,13 @@ def test_configuration_and_visit_budgets_raise() -> None:
     splits = Gbnf('root ::= root root | "a"+ | "a"?')
     vocab = gm.Vocabulary.from_tokens([b"a", b"aa", b"aaaa", b"a" * 16, b""], eos_token_id=4)
     m = NativeCompiledCfg(splits.cfg, vocab, Limits(cfg_configs=256, cfg_walk_visits=10**9)).matcher()
+    # (runs of a's split many ways: sets of equal futures are one configuration, so a's come 16 a
+    # token here for the distinct splits to pass the budget soon)
     with pytest.raises(gm.BudgetExceeded) as e:
         for _ in range(40):
-            m.advance(0)
+            m.advance(3)
     assert e.value.budget == "cfg_configs" and e.value.value == 256
-    assert 5 <= m.num_tokens <= 9
+    assert 2 <= m.num_tokens <= 8
     nat = NativeCompiledCfg(Lark('start: "a" "b"\n').cfg, TINY, Limits(cfg_walk_visits=0))
     with pytest.raises(gm.BudgetExceeded) as e:
         nat.state_mask_words(nat.initial_state())

@@ -170,7 +170,8 @@ fn nullable_set(n: usize, rules: &[(u32, Vec<i32>)]) -> Vec<bool> {
     nullable
 }
 
-/// Interned structural signatures of sets: equal signatures mean equal future behaviour. Ids are
+/// Interned structural signatures of sets: equal signatures mean equal future behaviour (what a
+/// set is read for later, not how it was reached: see [`ESet::sig`] and [`ESet::osig`]). Ids are
 /// never reused; past `limit` entries the table starts again (only sharing is lost).
 ///
 /// Kept by the signature's 64-bit hash, computed once: a table keyed by the signatures themselves
@@ -347,8 +348,13 @@ pub struct ESet {
     pub(super) scan: Groups,
     /// whether the terminals read so far form a sentence
     pub accepting: bool,
-    /// structural signature (see [`Sigs`])
+    /// structural signature of the set's future as the current set (see [`Sigs`]): its items still
+    /// to scan a terminal, what it holds as an origin ([`ESet::osig`]), whether it accepts
     pub sig: u64,
+    /// structural signature of what later sets can read of this one as their items' origin: the
+    /// items waiting for a nonterminal (completions and Leo's paths read nothing else), the
+    /// predictions, and whether it is `E_0` (the start symbol completes into `E_0` alone)
+    pub osig: u64,
     /// the lexer start states of the lexemes that may begin after this set (sorted)
     pub pend: Vec<u32>,
     leo: Mutex<HashMap<u32, Leo>>,
@@ -482,21 +488,37 @@ impl ESet {
             }
         }
         let accepting = accepting || (index == 0 && g.nullable[g.start as usize]);
-        // the signature: sorted (dot, origin signature) of the items, then the predictions
-        parts.extend(
-            items
-                .iter()
-                .map(|&it| (it >> SHIFT, origins[(it & SLOT) as usize - 1].sig)),
-        );
+        // The signatures name the future, not the past. A later set reads an origin only through
+        // the items waiting there for the nonterminal it completes (and `index == 0`), so an
+        // origin stands in an item's key by its `osig`; complete items are read by nothing after
+        // the set is built (they made `accepting`). Two sets that differ only in what they
+        // finished (after `1` or after `true` in a JSON array) then have one signature, and the
+        // states above them one mask. Parts: (0 waiting | 1 scanning, dot, origin's osig).
+        parts.extend(items.iter().filter_map(|&it| {
+            let d = it >> SHIFT;
+            let sym = g.next_sym[d as usize];
+            (sym != END).then(|| {
+                let o = origins[(it & SLOT) as usize - 1].osig;
+                (u64::from(sym < 0) << 32 | d, o)
+            })
+        }));
         parts.sort_unstable();
         pred.extend(predicted.iter().copied());
         pred.sort_unstable();
-        key.push(parts.len() as u64);
-        for &(d, s) in parts.iter() {
-            key.push(d);
-            key.push(s);
+        let waiting_end = parts.partition_point(|&(d, _)| d >> 32 == 0);
+        // osig: tag 0, E_0 or not, the waiting parts, the predictions
+        key.extend([0, u64::from(index == 0), waiting_end as u64]);
+        for &(d, s) in &parts[..waiting_end] {
+            key.extend([d, s]);
         }
         key.extend(pred.iter().map(|&p| u64::from(p)));
+        let osig = cx.sigs.intern(key);
+        // sig: tag 1, the osig, accepting, the scanning parts
+        key.clear();
+        key.extend([1, osig, u64::from(accepting)]);
+        for &(d, s) in &parts[waiting_end..] {
+            key.extend([d, s]);
+        }
         let sig = cx.sigs.intern(key);
         let scan = Groups::from_pairs(scan);
         let waiting = Groups::from_pairs(waiting);
@@ -517,6 +539,7 @@ impl ESet {
             scan,
             accepting,
             sig,
+            osig,
             pend,
             leo: Mutex::new(HashMap::default()),
             next: Mutex::new(HashMap::default()),
