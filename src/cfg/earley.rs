@@ -14,7 +14,6 @@
 //! holds the part of the chart it needs: fork and rollback are free, and a set nothing refers to is
 //! freed (iteratively: a long chart does not recurse in `drop`).
 
-use std::collections::hash_map::Entry;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
@@ -176,17 +175,29 @@ fn nullable_set(n: usize, rules: &[(u32, Vec<i32>)]) -> Vec<bool> {
 ///
 /// Kept by the signature's 64-bit hash, computed once: a table keyed by the signatures themselves
 /// hashed every stored signature again each time it doubled (the mask of arithmetic.lark that met
-/// the doubling past 57,000 signatures spent 5.7 M of its 7.7 M instructions rehashing; 2.6 M
-/// now, moving the entries). A signature whose hash another one holds is kept whole in
-/// `collided`.
+/// the doubling past 57,000 signatures spent 5.7 M of its 7.7 M instructions rehashing). The
+/// table grows by generations: a full one is kept as it is and a new one of twice its room begun,
+/// so no insertion moves what is held (one table that doubled in place moved every entry: a mask
+/// step of arithmetic.lark that met the doubling past 2^17 signatures took 1.1 ms, 0.2 ms without
+/// it); a look-up asks the generations newest first. A signature whose hash another one holds is
+/// kept whole in `collided`.
 #[derive(Debug)]
 pub struct Sigs {
-    ids: HashMap<u64, (Box<[u64]>, u64)>,
+    /// a hash is in one generation at most
+    gens: Vec<Generation>,
     collided: HashMap<Box<[u64]>, u64>,
+    /// signatures held (in the generations and in `collided`)
+    held: usize,
     next: u64,
     limit: usize,
     hash: fn(&[u64]) -> u64,
 }
+
+/// Signatures of [`Sigs`] by hash: hash -> (signature, id).
+type Generation = HashMap<u64, (Box<[u64]>, u64)>;
+
+/// Room of the first generation of [`Sigs`].
+const FIRST_GENERATION: usize = 1024;
 
 fn fx_hash(key: &[u64]) -> u64 {
     use std::hash::{BuildHasher, BuildHasherDefault};
@@ -200,8 +211,9 @@ impl Sigs {
 
     fn with_hash(limit: usize, hash: fn(&[u64]) -> u64) -> Self {
         Sigs {
-            ids: HashMap::default(),
+            gens: Vec::new(),
             collided: HashMap::default(),
+            held: 0,
             next: 0,
             limit,
             hash,
@@ -211,7 +223,8 @@ impl Sigs {
     /// The id of `key` (copied only when it is new: most sets a walk builds were seen before).
     fn intern(&mut self, key: &[u64]) -> u64 {
         let h = (self.hash)(key);
-        if let Some((kept, id)) = self.ids.get(&h) {
+        let held_hash = self.gens.iter().rev().find_map(|g| g.get(&h));
+        if let Some((kept, id)) = held_hash {
             if **kept == *key {
                 return *id;
             }
@@ -219,19 +232,31 @@ impl Sigs {
                 return id;
             }
         }
-        if self.ids.len() + self.collided.len() >= self.limit {
-            self.ids.clear();
+        let mut taken = held_hash.is_some();
+        if self.held >= self.limit {
+            self.gens.clear();
             self.collided.clear();
+            self.held = 0;
+            taken = false;
         }
         let id = self.next;
         self.next += 1;
-        match self.ids.entry(h) {
-            Entry::Vacant(v) => {
-                v.insert((key.into(), id));
-            }
-            Entry::Occupied(_) => {
-                self.collided.insert(key.into(), id);
-            }
+        self.held += 1;
+        if taken {
+            self.collided.insert(key.into(), id);
+            return id;
+        }
+        let room = match self.gens.last() {
+            Some(g) if g.len() < g.capacity() => None,
+            Some(g) => Some(2 * g.capacity()),
+            None => Some(FIRST_GENERATION),
+        };
+        if let Some(room) = room {
+            self.gens
+                .push(HashMap::with_capacity_and_hasher(room, Default::default()));
+        }
+        if let Some(g) = self.gens.last_mut() {
+            g.insert(h, (key.into(), id));
         }
         id
     }
@@ -682,8 +707,18 @@ mod tests {
             for (k, &id) in keys.iter().zip(&ids) {
                 assert_eq!(sigs.intern(k), id, "the same signature, the same id");
             }
-            assert_eq!(sigs.ids.len() + sigs.collided.len(), 20);
+            assert_eq!(sigs.held, 20);
+            assert_eq!(
+                sigs.gens.iter().map(|g| g.len()).sum::<usize>() + sigs.collided.len(),
+                20
+            );
         }
+        // past a generation's room a new one is begun, and the older ones are still read
+        let mut sigs = Sigs::new(1 << 20);
+        let n = 8 * FIRST_GENERATION as u64;
+        let ids: Vec<u64> = (0..n).map(|i| sigs.intern(&[i, i * 3])).collect();
+        assert!(sigs.gens.len() >= 3);
+        assert!((0..n).all(|i| sigs.intern(&[i, i * 3]) == ids[i as usize]));
         // past the limit the table starts again: ids are not reused
         let mut sigs = Sigs::with_hash(3, |_| 7);
         let ids: Vec<u64> = (0..5u64).map(|i| sigs.intern(&[i])).collect();
