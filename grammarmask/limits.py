@@ -78,7 +78,8 @@ class Limits:
     #: walk results kept per compiled grammar (65536) and their bytes (64 MiB)
     cfg_parts: int = 65536
     cfg_parts_bytes: int = 64 << 20
-    #: Earley signatures interned per compiled grammar before the table starts again (200,000)
+    #: Earley signatures interned per compiled grammar (200,000; past it the native engine forgets
+    #: the oldest, the Python engine starts its table again)
     earley_signatures: int = 200_000
     #: Earley sets held after they are built, for speculative sets asked again soon (256)
     earley_recent: int = 256

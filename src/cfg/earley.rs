@@ -171,7 +171,7 @@ fn nullable_set(n: usize, rules: &[(u32, Vec<i32>)]) -> Vec<bool> {
 
 /// Interned structural signatures of sets: equal signatures mean equal future behaviour (what a
 /// set is read for later, not how it was reached: see [`ESet::sig`] and [`ESet::osig`]). Ids are
-/// never reused; past `limit` entries the table starts again (only sharing is lost).
+/// never reused; past `limit` entries the oldest are forgotten (only sharing is lost).
 ///
 /// Kept by the signature's 64-bit hash, computed once: a table keyed by the signatures themselves
 /// hashed every stored signature again each time it doubled (the mask of arithmetic.lark that met
@@ -234,10 +234,8 @@ impl Sigs {
         }
         let mut taken = held_hash.is_some();
         if self.held >= self.limit {
-            self.gens.clear();
-            self.collided.clear();
-            self.held = 0;
-            taken = false;
+            self.forget_oldest();
+            taken = self.gens.iter().any(|g| g.contains_key(&h));
         }
         let id = self.next;
         self.next += 1;
@@ -246,9 +244,10 @@ impl Sigs {
             self.collided.insert(key.into(), id);
             return id;
         }
+        let most = (self.limit / 8).max(FIRST_GENERATION);
         let room = match self.gens.last() {
             Some(g) if g.len() < g.capacity() => None,
-            Some(g) => Some(2 * g.capacity()),
+            Some(g) => Some((2 * g.capacity()).min(most)),
             None => Some(FIRST_GENERATION),
         };
         if let Some(room) = room {
@@ -259,6 +258,21 @@ impl Sigs {
             g.insert(h, (key.into(), id));
         }
         id
+    }
+
+    /// Forget the oldest generations until fewer than `limit` signatures are held (only sharing
+    /// is lost: a signature met again gets a new id). A generation holds at most an eighth of the
+    /// limit, so no step frees the whole table at once.
+    fn forget_oldest(&mut self) {
+        while self.held >= self.limit && self.gens.len() > 1 {
+            let oldest = self.gens.remove(0);
+            self.held -= oldest.len();
+        }
+        if self.held >= self.limit {
+            self.gens.clear();
+            self.collided.clear();
+            self.held = 0;
+        }
     }
 }
 
@@ -719,6 +733,14 @@ mod tests {
         let ids: Vec<u64> = (0..n).map(|i| sigs.intern(&[i, i * 3])).collect();
         assert!(sigs.gens.len() >= 3);
         assert!((0..n).all(|i| sigs.intern(&[i, i * 3]) == ids[i as usize]));
+        // past the limit the oldest generations are forgotten, a few at a time
+        let mut sigs = Sigs::new(8 * FIRST_GENERATION);
+        let n = 40 * FIRST_GENERATION as u64;
+        let ids: Vec<u64> = (0..n).map(|i| sigs.intern(&[i])).collect();
+        assert_eq!(ids, (0..n).collect::<Vec<_>>());
+        assert!(sigs.held < 8 * FIRST_GENERATION && sigs.held > 4 * FIRST_GENERATION);
+        assert_eq!(sigs.intern(&[n - 1]), n - 1, "the newest still held");
+        assert_eq!(sigs.intern(&[0]), n, "the oldest forgotten: a new id");
         // past the limit the table starts again: ids are not reused
         let mut sigs = Sigs::with_hash(3, |_| 7);
         let ids: Vec<u64> = (0..5u64).map(|i| sigs.intern(&[i])).collect();
