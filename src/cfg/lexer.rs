@@ -491,6 +491,12 @@ impl<K: std::hash::Hash + Eq + Clone> Interner<K> {
     pub fn is_empty(&self) -> bool {
         self.values.is_empty()
     }
+
+    /// Forget every value, keeping the memory.
+    pub fn clear(&mut self) {
+        self.ids.clear();
+        self.values.clear();
+    }
 }
 
 impl<K: std::hash::Hash + Eq + Clone> Default for Interner<K> {

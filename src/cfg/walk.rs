@@ -225,7 +225,7 @@ impl<'a> Walk<'a> {
             ins.words.or_into(words);
         }
         let kept = |c: &WConf| &found[lexes.binary_search(&c.lex).unwrap_or(0)];
-        let mut sub = Subtrees::new(trie.max_depth, self.lx().n_classes());
+        let mut sub = Subtrees::take(trie.max_depth, self.lx().n_classes());
         let mut whole: Vec<WConf> = Vec::new();
         let mut closes: Vec<(u32, u32)> = Vec::new();
         for c in root {
@@ -258,9 +258,21 @@ impl<'a> Walk<'a> {
             whole.sort_unstable();
             Some(sub.intern(whole))
         };
-        sub.walk(self, on, whole, &closes, words)
+        let done = sub.walk(self, on, whole, &closes, words);
+        sub.give_back();
+        done
     }
 }
+
+thread_local! {
+    /// A [`Subtrees`] kept per thread between masks, its tables cleared but their memory kept: a
+    /// first visit interns a few hundred configuration sets, and growing its maps and vectors
+    /// afresh each time (rehashes, reallocations) was a fifth of a JSON value's start.
+    static SUBTREES: std::cell::Cell<Option<Subtrees>> = const { std::cell::Cell::new(None) };
+}
+
+/// Configuration sets a kept [`Subtrees`] may have held (past it, its memory is let go).
+const SUBTREES_KEPT: usize = 1 << 14;
 
 /// Walks of trie subtrees from configuration sets, sharing for one mask the interned sets and
 /// their steps (each distinct (set, byte class) is stepped once however many subtrees meet it).
@@ -294,6 +306,30 @@ impl Subtrees {
             joined: HashMap::default(),
             made: HashMap::default(),
             takes: Vec::new(),
+        }
+    }
+
+    /// This thread's kept instance, emptied, or a new one ([`SUBTREES`]).
+    fn take(max_depth: usize, width: usize) -> Self {
+        let Some(mut sub) = SUBTREES.take() else {
+            return Subtrees::new(max_depth, width);
+        };
+        sub.sets.clear();
+        sub.trans.clear();
+        sub.width = width;
+        sub.levels.clear();
+        sub.levels.resize(max_depth + 1, 0);
+        sub.scratch.clear();
+        sub.joined.clear();
+        sub.made.clear();
+        sub.takes.clear();
+        sub
+    }
+
+    /// Keep this instance for the thread's next mask (unless it grew large).
+    fn give_back(self) {
+        if self.sets.values.capacity() <= SUBTREES_KEPT {
+            SUBTREES.set(Some(self));
         }
     }
 
