@@ -3,10 +3,10 @@ earlier run compiled (grammarmask.compile_cache): :func:`use` points ``GRAMMARMA
 fresh directory for this process, holding only the vocabularies of the cache in force (tekken loads
 in 0.2 s instead of 4 s; loading a vocabulary is never what is timed), and what an installation
 makes once (the JSON Schema metaschema checks fastjsonschema generates, the Unicode tables of
-Python's ``re``), made there first if missing. Grammars compiled here are
-written there and the directory is deleted at exit. ``GRAMMARMASK_CACHE_DIR=off`` is kept as it is.
-Work before the timed compiles (which schemas compile at all) runs under :func:`off`, so a timed
-compile never reads what it wrote.
+Python's ``re``, the tree of lark's bundled ``common.lark``), made there first if missing. Grammars
+compiled here are written there and the directory is deleted at exit. ``GRAMMARMASK_CACHE_DIR=off``
+is kept as it is. Work before the timed compiles (which schemas compile at all) runs under
+:func:`off`, so a timed compile never reads what it wrote.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ def use() -> None:
     _installation_entries()
     fresh = Path(tempfile.mkdtemp(prefix="grammarmask-bench-cache-"))
     if current.is_dir():
-        for pattern in ("vocabulary-*.pickle*", "metaschema-check-*.pickle*", "unicode-table-*.pickle*"):
+        for pattern in ("vocabulary-*.pickle*", "metaschema-check-*.pickle*", "unicode-table-*.pickle*",
+                        "lark-bundled-*.pickle*"):
             for entry in current.glob(pattern):
                 shutil.copy2(entry, fresh / entry.name)
     os.environ["GRAMMARMASK_CACHE_DIR"] = str(fresh)
@@ -43,12 +44,15 @@ def use() -> None:
 
 def _installation_entries() -> None:
     """Make the entries an installation makes once, in the cache in force, where missing: the
-    metaschema checks and the Unicode tables of Python's ``re`` (on a new machine the first process
-    would pay them, ~100 ms, inside whichever compile came first). Made through the functions' own
-    code, not their in-process caches, which stay cold: a timed compile reads the entries back."""
+    metaschema checks, the Unicode tables of Python's ``re`` and lark's common.lark read (on a new
+    machine the first process would pay them, ~100 ms, inside whichever compile came first). Made
+    through the functions' own code, not their in-process caches, which stay cold: a timed compile
+    reads the entries back."""
     import jsonschema
+    import lark
 
     from grammarmask.automata import charsets
+    from grammarmask.frontends import lark_syntax
     from grammarmask.frontends.jsonschema import metaschema
 
     for escape in ("\\d", "\\D", "\\w", "\\W", "\\s", "\\S"):
@@ -58,6 +62,8 @@ def _installation_entries() -> None:
     for ascii_only in (False, True):
         charsets._ascii_ignorecase_sets.__wrapped__(ascii_only)
     charsets.all_chars.cache_clear()
+    common = Path(lark.__file__).parent / "grammars" / "common.lark"
+    lark_syntax._bundled_tree.__wrapped__(common.read_text("utf-8"))
     for draft in (
         jsonschema.Draft4Validator,
         jsonschema.Draft6Validator,

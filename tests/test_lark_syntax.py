@@ -291,6 +291,24 @@ def test_imports_from_common_lark_define_what_lark_s_own_import_defines() -> Non
         assert repr(ours.rule_defs) == repr(want.rule_defs)
 
 
+def test_common_lark_is_read_once_per_installation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tree of lark's common.lark is kept in the disk cache (keyed by lark's version and the
+    text) and read back as it was read, tokens' positions and all, without reading the text again."""
+    import pkgutil
+
+    common = pkgutil.get_data("lark", "grammars/common.lark").decode()
+    read = lark_syntax._read_bundled(common)
+    assert read is not None and len(read[1]) > 20
+    monkeypatch.setenv("GRAMMARMASK_CACHE_DIR", str(tmp_path))
+    made = lark_syntax._bundled_tree.__wrapped__(common)
+    assert len(list(tmp_path.glob("lark-bundled-*"))) == 1
+    monkeypatch.setattr(lark_syntax, "_read_bundled", lambda text: pytest.fail("read again"))
+    kept = lark_syntax._bundled_tree.__wrapped__(common)
+    for tree, uses in (made, kept):
+        assert shape(tree) == shape(read[0]) and uses == read[1]
+        assert [type(t) for t in tree.iter_subtrees()] == [type(t) for t in read[0].iter_subtrees()]
+
+
 def shape_of(defs: Any) -> Any:
     """Definitions as (name, shape of the tree, priority), trees with their tokens' positions."""
     return [(str(name), shape(tree), priority) for name, (tree, priority) in defs]

@@ -314,9 +314,51 @@ def _parse_wanted(text: str, name: str, start: str, wanted: frozenset[str]) -> A
 
 @functools.lru_cache(maxsize=8)
 def _bundled_tree(text: str) -> tuple[Any, dict[str, set[str]]] | None:
-    """The tree of a grammar lark bundles (read once per process; lark copies what it defines from
-    it) and the names each terminal uses, or None when it holds more than terminals (common.lark
-    holds only terminals; a rule's first child is its modifiers, not its name)."""
+    """The tree of a grammar lark bundles (read once per installation and kept in the disk cache,
+    as the Unicode tables are: reading common.lark in a new process took ~0.9 ms, more than the
+    grammar importing from it; lark copies what it defines from it) and the names each terminal
+    uses, or None when it holds more than terminals (common.lark holds only terminals; a rule's
+    first child is its modifiers, not its name)."""
+    import hashlib
+
+    import lark
+
+    from .. import disk_cache
+
+    key = (lark.__version__, hashlib.sha256(text.encode("utf-8")).hexdigest())
+    kept = disk_cache.load_or_make("lark-bundled", key, lambda: _flat(_read_bundled(text)))
+    return _unflat(kept)  # type: ignore[no-any-return]
+
+
+def _flat(x: Any) -> Any:
+    """A tree as plain tuples (lark's own pickling of a Token drops its end positions)."""
+    from lark.lexer import Token
+    from lark.tree import Tree
+
+    if isinstance(x, Tree):
+        return ("tree", type(x), _flat(x.data), [_flat(c) for c in x.children])
+    if isinstance(x, Token):
+        return ("token", x.type, str(x), x.start_pos, x.line, x.column, x.end_line, x.end_column, x.end_pos)
+    if isinstance(x, tuple):
+        return ("tuple", [_flat(c) for c in x])
+    return ("value", x)
+
+
+def _unflat(x: Any) -> Any:
+    """The tree :func:`_flat` made plain."""
+    from lark.lexer import Token
+
+    kind = x[0]
+    if kind == "tree":
+        return x[1](_unflat(x[2]), [_unflat(c) for c in x[3]])
+    if kind == "token":
+        return Token(*x[1:])
+    if kind == "tuple":
+        return tuple(_unflat(c) for c in x[1])
+    return x[1]
+
+
+def _read_bundled(text: str) -> tuple[Any, dict[str, set[str]]] | None:
     from lark.grammar import Symbol
 
     tree = parse(text)
