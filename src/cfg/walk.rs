@@ -271,8 +271,11 @@ thread_local! {
     static SUBTREES: std::cell::Cell<Option<Subtrees>> = const { std::cell::Cell::new(None) };
 }
 
-/// Configuration sets a kept [`Subtrees`] may have held (past it, its memory is let go).
+/// Configuration sets, and transition cells (4 MiB), a kept [`Subtrees`] may have held (past
+/// either, its memory is let go: a walk over many sets of a wide lexer would otherwise leave
+/// tens of MB with each thread).
 const SUBTREES_KEPT: usize = 1 << 14;
+const SUBTREES_KEPT_CELLS: usize = 1 << 20;
 
 /// Walks of trie subtrees from configuration sets, sharing for one mask the interned sets and
 /// their steps (each distinct (set, byte class) is stepped once however many subtrees meet it).
@@ -328,7 +331,9 @@ impl Subtrees {
 
     /// Keep this instance for the thread's next mask (unless it grew large).
     fn give_back(self) {
-        if self.sets.values.capacity() <= SUBTREES_KEPT {
+        if self.sets.values.capacity() <= SUBTREES_KEPT
+            && self.trans.capacity() <= SUBTREES_KEPT_CELLS
+        {
             SUBTREES.set(Some(self));
         }
     }
