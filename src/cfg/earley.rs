@@ -741,7 +741,7 @@ mod tests {
         assert!(sigs.held < 8 * FIRST_GENERATION && sigs.held > 4 * FIRST_GENERATION);
         assert_eq!(sigs.intern(&[n - 1]), n - 1, "the newest still held");
         assert_eq!(sigs.intern(&[0]), n, "the oldest forgotten: a new id");
-        // past the limit the table starts again: ids are not reused
+        // past the limit with a single generation, the table starts again: ids are not reused
         let mut sigs = Sigs::with_hash(3, |_| 7);
         let ids: Vec<u64> = (0..5u64).map(|i| sigs.intern(&[i])).collect();
         assert_eq!(ids, vec![0, 1, 2, 3, 4]);
