@@ -368,11 +368,12 @@ def test_the_ascii_case_table_is_what_re_matches_each_character_with(ascii_only:
 
 
 @pytest.mark.parametrize("flags", [0, re.ASCII])
-@pytest.mark.parametrize("word", ["select", "KISS", "distinct", "is_1", "k", "Ss"])
+@pytest.mark.parametrize("word", ["select", "KISS", "distinct", "is_1", "k", "Ss", "kk", "sks", "ik"])
 def test_a_caseless_keyword_is_built_as_re_matches_it(word: str, flags: int) -> None:
     """``(?i:word)`` (Lark's ``"word"i``) is built without re's parser as a chain of the letters'
     case sets: the language re matches (the Kelvin sign, the long s, the dotted and dotless i among
-    the spellings unless ASCII), the same minimal DFA as the general path's, and its size bound."""
+    the spellings unless ASCII), the same minimal DFA as the general path's, numbered alike (the
+    chain is built minimal, not minimised), and its size bound."""
     from grammarmask.automata import regex as rx_module
 
     pattern = f"(?i:{word})"
@@ -381,6 +382,8 @@ def test_a_caseless_keyword_is_built_as_re_matches_it(word: str, flags: int) -> 
     invariants(fast)
     general = rx_module.determinize(*_nfa_of(pattern, flags), max_states=10_000)
     assert fast.n_states == general.n_states
+    assert np.array_equal(fast.transitions, minimize(general).transitions)
+    assert np.array_equal(fast.accepting, minimize(general).accepting) and fast.start == 1
     rng = random.Random(word)
     others = ["\u212a", "\u017f", "\u0130", "\u0131", "y"]  # K (Kelvin), long s, dotted I, dotless i
     samples = ["".join(rng.choice([c.lower(), c.upper(), *others]) for c in word) for _ in range(1500)]
