@@ -246,6 +246,31 @@ def test_terminals_are_lark_s_regexes(path: str) -> None:
     assert named == {n: rx for n, rx in want.items() if n in named}
 
 
+_LITERAL_CHARS = st.sampled_from([chr(c) for c in range(32, 127)] + ["\n", "\t", "\u00e9"])
+
+
+@given(kind=st.sampled_from(["STRING", "REGEXP"]), body=st.text(_LITERAL_CHARS, max_size=5),
+       flags=st.text(st.sampled_from("imslux"), max_size=2))
+@settings(max_examples=1500, deadline=None)
+def test_literals_are_lark_s_patterns(kind: str, body: str, flags: str) -> None:
+    """A "string" or /regex/ literal is the pattern lark's ``_literal_to_pattern`` makes of it (value,
+    flags, raw text, class), or refused as lark refuses it: plain ones are taken without lark's
+    escape evaluation, the others through it."""
+    from lark.lexer import Token
+    from lark.load_grammar import _literal_to_pattern
+
+    q = '"' if kind == "STRING" else "/"
+    text = q + body + q + flags
+    try:
+        want = _literal_to_pattern(Token(kind, text))
+    except Exception as e:  # noqa: BLE001 - the refusal is compared by its class
+        with pytest.raises(type(e)):
+            lark_rules._literal_of.__wrapped__(kind, text)
+        return
+    got = lark_rules._literal_of.__wrapped__(kind, text)
+    assert (type(got), got.value, got.flags, got.raw) == (type(want), want.value, want.flags, want.raw)
+
+
 def test_another_lark_release_goes_through_lark_s_own_reading(monkeypatch: pytest.MonkeyPatch) -> None:
     assert lark_syntax.mirrored()  # the pinned lark is one of the mirrored releases
     text = (ROOT / "grammars" / "json.lark").read_text()
