@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -64,6 +65,10 @@ def _installation_entries() -> None:
     charsets.all_chars.cache_clear()
     common = Path(lark.__file__).parent / "grammars" / "common.lark"
     lark_syntax._bundled_tree.__wrapped__(common.read_text("utf-8"))
+    # the reading compiled lark's token scanner (0.7 ms), which a first compile pays: kept by the
+    # reader and by re's own cache of patterns
+    lark_syntax._scanner.cache_clear()
+    re.purge()
     for draft in (
         jsonschema.Draft4Validator,
         jsonschema.Draft6Validator,
