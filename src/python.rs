@@ -25,6 +25,7 @@ use crate::vocab::{lock, Vocab};
 mod array;
 mod automata;
 mod batch;
+mod lark_syntax;
 
 /// An instance of the exception class `name` of `grammarmask.errors` with `message`.
 fn grammarmask_error(py: Python<'_>, name: &str, message: String) -> PyErr {
@@ -833,6 +834,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(automata::dfa_from_strings, m)?)?;
     m.add_function(wrap_pyfunction!(automata::dfa_classes, m)?)?;
     m.add_function(wrap_pyfunction!(automata::dfa_determinize, m)?)?;
+    m.add_function(wrap_pyfunction!(lark_syntax::lark_tokens, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -105,6 +105,43 @@ def test_any_text_reads_as_lark_reads_it_or_goes_to_lark(pieces: list[str]) -> N
         assert want is not None and shape(ours) == shape(want), text
 
 
+CHARS = st.sampled_from([
+    "a", "B", "_", "/", "\\", '"', "\n", "\r", " ", "\t", "|", "?", "!", ".", "-", ">", "+", "*", "1", "#",
+    "%import", "%ignore", "i", "x", "~", ":", ",", "(", ")", "[", "]", "{", "}", "'", "//", "\x0b", "\x1c",
+    "\u00e9", "\u00a0", "\u2028", "\u0661",
+])  # fmt: skip
+
+
+def token_rows(tokens: list[Any]) -> list[Any]:
+    return [shape(t) for t in tokens]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(CHARS, max_size=16))
+def test_native_tokens_are_the_scanner_s(pieces: list[str]) -> None:
+    """The extension cuts text into lark's tokens as the scanner of lark's own patterns does (kinds,
+    texts, positions), or leaves it to the scanner: text where a non-ASCII character may be a
+    space or a digit, and text no token matches."""
+    text = "".join(pieces)
+    try:
+        want = token_rows(lark_syntax._scanned_tokens(text))
+    except lark_syntax._Unread:
+        want = None
+    got = lark_syntax._native_tokens(text)
+    if got is None:
+        assert want is None or any(not c.isascii() for c in text)
+    else:
+        assert want == token_rows(lark_syntax._tokens(text))
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: Path(p).name)
+def test_grammar_files_are_cut_by_the_extension(path: str) -> None:
+    text = Path(path).read_text() + "\n"
+    rows = lark_syntax._native_tokens(text)
+    assert (rows is not None) or not text.isascii()
+    assert token_rows(lark_syntax._tokens(text)) == token_rows(lark_syntax._scanned_tokens(text))
+
+
 # --- the rules: lark_rules against lark's compile -----------------------------------------------------
 
 WORDS = [b"", *(bytes([c]) for c in b"abcxyz AZ09,;()"), b"ab", b"ba", b"abc", b"xy", b"  ", b"a b"]
