@@ -379,6 +379,28 @@ mod tests {
     }
 
     #[test]
+    fn any_text_is_cut_whole_or_refused_without_a_panic() {
+        let pieces = [
+            "a", "B", "_", "/", "\\", "\"", "\n", "\r", " ", "|", "?", "!", ".", "-", ">", "+",
+            "1", "#", "%import", "i", "~", "é", "\u{a0}", "\u{661}", "\x1c",
+        ];
+        let mut rng = crate::test_rng::Rng(0x1a4c_7031);
+        for _ in 0..20_000 {
+            let text: String = (0..rng.below(14))
+                .map(|_| pieces[rng.below(pieces.len())])
+                .collect();
+            if let Ok(toks) = tokens(&text) {
+                let mut at = 0;
+                for t in &toks {
+                    assert!(t.start == at && t.end > t.start, "{text:?}");
+                    at = t.end;
+                }
+                assert_eq!(at, text.chars().count(), "{text:?}");
+            }
+        }
+    }
+
+    #[test]
     fn unicode_spaces_and_digits_are_left_to_re() {
         assert_eq!(tokens("a\u{a0}b"), Err(Stop::Unicode));
         assert_eq!(tokens("x~1\u{661}"), Err(Stop::Unicode));
