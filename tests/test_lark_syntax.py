@@ -355,7 +355,8 @@ def test_imports_from_common_lark_define_what_lark_s_own_import_defines() -> Non
 
 def test_common_lark_is_read_once_per_installation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The tree of lark's common.lark is kept in the disk cache (keyed by lark's version and the
-    text) and read back as it was read, tokens' positions and all, without reading the text again."""
+    text) and read back as it was read, tokens' positions and all, without reading the text again;
+    an import is handed the definitions it names and those they use."""
     import pkgutil
 
     common = pkgutil.get_data("lark", "grammars/common.lark").decode()
@@ -366,9 +367,15 @@ def test_common_lark_is_read_once_per_installation(tmp_path: Path, monkeypatch: 
     assert len(list(tmp_path.glob("lark-bundled-*"))) == 1
     monkeypatch.setattr(lark_syntax, "_read_bundled", lambda text: pytest.fail("read again"))
     kept = lark_syntax._bundled_tree.__wrapped__(common)
-    for tree, uses in (made, kept):
-        assert shape(tree) == shape(read[0]) and uses == read[1]
+    every = frozenset(read[1])
+    for bundled in (made, kept):
+        tree = bundled.tree(every)
+        assert shape(tree) == shape(read[0]) and bundled.uses == read[1]
         assert [type(t) for t in tree.iter_subtrees()] == [type(t) for t in read[0].iter_subtrees()]
+    # asked for NUMBER: NUMBER and what it uses, in the file's order
+    number = kept.tree(frozenset({"NUMBER"}))
+    assert [s.children[0].value for s in number.children] == [
+        "DIGIT", "INT", "SIGNED_INT", "DECIMAL", "_EXP", "FLOAT", "NUMBER"]
 
 
 def shape_of(defs: Any) -> Any:

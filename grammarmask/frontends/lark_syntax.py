@@ -321,26 +321,49 @@ def _parse_grammar(text: str, name: str, start: str = "start") -> Any:
 def _parse_wanted(text: str, name: str, start: str, wanted: frozenset[str]) -> Any:
     """The tree :func:`_parse_grammar` reads from an imported grammar, with only the definitions of
     ``wanted`` and of the names they use (the whole tree when it has other statements)."""
-    read = _bundled_tree(text) if start == "start" else None
-    if read is None:
+    bundled = _bundled_tree(text) if start == "start" else None
+    if bundled is None:
         return _parse_grammar(text, name, start)
-    tree, uses = read
-    need, todo = set(), list(wanted)
-    while todo:
-        n = todo.pop()
-        if n not in need:
-            need.add(n)
-            todo.extend(uses.get(n, ()))
-    return type(tree)(tree.data, [s for s in tree.children if s.children[0].value in need])
+    return bundled.tree(wanted)
+
+
+class _Bundled:
+    """A grammar lark bundles that holds only terminal definitions, as kept on disk: each
+    definition's tree made plain (:func:`_flat`), made a tree again when first asked for (all 27 of
+    common.lark's took 0.6 ms, more than the grammar importing two of them), and the names each
+    definition uses."""
+
+    def __init__(self, kept: tuple[Any, Any, list[tuple[str, Any]], dict[str, set[str]]]) -> None:
+        self.cls, data, statements, self.uses = kept
+        self.data = _unflat(data)
+        self.flat = dict(statements)
+        self.order = [n for n, _ in statements]
+        self.made: dict[str, Any] = {}
+
+    def statement(self, name: str) -> Any:
+        got = self.made.get(name)
+        if got is None:
+            got = self.made[name] = _unflat(self.flat[name])
+        return got
+
+    def tree(self, wanted: frozenset[str]) -> Any:
+        """The grammar's tree with the definitions of ``wanted`` and of the names they use."""
+        need, todo = set(), list(wanted)
+        while todo:
+            n = todo.pop()
+            if n not in need:
+                need.add(n)
+                todo.extend(self.uses.get(n, ()))
+        return self.cls(self.data, [self.statement(n) for n in self.order if n in need])
 
 
 @functools.lru_cache(maxsize=8)
-def _bundled_tree(text: str) -> tuple[Any, dict[str, set[str]]] | None:
-    """The tree of a grammar lark bundles (read once per installation and kept in the disk cache,
-    as the Unicode tables are: reading common.lark in a new process took ~0.9 ms, more than the
-    grammar importing from it; lark copies what it defines from it) and the names each terminal
-    uses, or None when it holds more than terminals (common.lark holds only terminals; a rule's
-    first child is its modifiers, not its name)."""
+def _bundled_tree(text: str) -> _Bundled | None:
+    """The definitions of a grammar lark bundles (read once per installation and kept in the disk
+    cache, as the Unicode tables are: reading common.lark in a new process took ~0.9 ms, more than
+    the grammar importing from it; lark copies what it defines from it), or None when it holds more
+    than terminals (common.lark holds only terminals; a rule's first child is its modifiers, not
+    its name)."""
     import hashlib
 
     import lark
@@ -348,8 +371,18 @@ def _bundled_tree(text: str) -> tuple[Any, dict[str, set[str]]] | None:
     from .. import disk_cache
 
     key = (lark.__version__, hashlib.sha256(text.encode("utf-8")).hexdigest())
-    kept = disk_cache.load_or_make("lark-bundled", key, lambda: _flat(_read_bundled(text)))
-    return _unflat(kept)  # type: ignore[no-any-return]
+    kept = disk_cache.load_or_make("lark-bundled", key, lambda: _kept_bundled(text))
+    return None if kept is None else _Bundled(kept)
+
+
+def _kept_bundled(text: str) -> tuple[Any, Any, list[tuple[str, Any]], dict[str, set[str]]] | None:
+    """What :func:`_bundled_tree` keeps on disk: the tree's class and data, each definition by name
+    made plain, the names each uses."""
+    read = _read_bundled(text)
+    if read is None:
+        return None
+    tree, uses = read
+    return type(tree), _flat(tree.data), [(s.children[0].value, _flat(s)) for s in tree.children], uses
 
 
 def _flat(x: Any) -> Any:
