@@ -3,7 +3,8 @@ earlier run compiled (grammarmask.compile_cache): :func:`use` points ``GRAMMARMA
 fresh directory for this process, holding only the vocabularies of the cache in force (tekken loads
 in 0.2 s instead of 4 s; loading a vocabulary is never what is timed), and what an installation
 makes once (the JSON Schema metaschema checks fastjsonschema generates, the Unicode tables of
-Python's ``re``, the tree of lark's bundled ``common.lark``), made there first if missing. Grammars
+Python's ``re``, the tree of lark's bundled ``common.lark`` and its terminals' DFAs), made there first
+if missing. Grammars
 compiled here are written there and the directory is deleted at exit. ``GRAMMARMASK_CACHE_DIR=off``
 is kept as it is. Work before the timed compiles (which schemas compile at all) runs under
 :func:`off`, so a timed compile never reads what it wrote.
@@ -16,6 +17,8 @@ import contextlib
 import os
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -69,6 +72,14 @@ def _installation_entries() -> None:
     # reader and by re's own cache of patterns
     lark_syntax._scanner.cache_clear()
     re.purge()
+    from grammarmask import disk_cache
+    from grammarmask.frontends import lark_bundled
+
+    if disk_cache.load("lark-bundled-dfas", lark_bundled.entry_key()) is None:
+        # made by a child process: made here, it would fill this process's caches (the automata,
+        # what lark's reader keeps)
+        code = "from grammarmask.frontends import lark_bundled; lark_bundled.keep_common_dfas()"
+        subprocess.run([sys.executable, "-c", code], check=True)
     for draft in (
         jsonschema.Draft4Validator,
         jsonschema.Draft6Validator,

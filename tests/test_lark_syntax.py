@@ -378,6 +378,44 @@ def test_common_lark_is_read_once_per_installation(tmp_path: Path, monkeypatch: 
         "DIGIT", "INT", "SIGNED_INT", "DECIMAL", "_EXP", "FLOAT", "NUMBER"]
 
 
+def test_common_lark_s_terminal_dfas_are_made_once_per_installation(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The DFAs of common.lark's terminals are kept in the disk cache and, when a grammar imports
+    from the file, put where regex_to_dfa finds them: equal to what it makes of each pattern, so a
+    grammar using NUMBER and ESCAPED_STRING builds neither. With the disk cache off nothing is
+    made."""
+    from grammarmask.automata import regex as rx_module
+    from grammarmask.cache import automata
+    from grammarmask.frontends import lark_bundled
+
+    made = lark_bundled._terminal_dfas(lark_bundled._common_text())
+    assert len(made) >= 20
+    for pattern, dfa in made.items():
+        automata().clear()
+        again = rx_module.regex_to_dfa(pattern)
+        assert np.array_equal(dfa.transitions, again.transitions) and dfa.start == again.start
+    monkeypatch.setenv("GRAMMARMASK_CACHE_DIR", "off")
+    automata().clear()
+    lark_bundled._keep.cache_clear()
+    lark_bundled.keep_common_dfas()
+    assert len(automata()) == 0
+    monkeypatch.setenv("GRAMMARMASK_CACHE_DIR", str(tmp_path))
+    lark_bundled.keep_common_dfas()
+    assert len(list(tmp_path.glob("lark-bundled-dfas-*"))) == 1
+    automata().clear()
+    lark_bundled._keep.cache_clear()
+    monkeypatch.setattr(lark_bundled, "_terminal_dfas", lambda text: pytest.fail("made again"))
+    lark_syntax._BUNDLED.clear()
+    built: list[str] = []
+    build = rx_module._build
+    monkeypatch.setattr(rx_module, "_build", lambda p, *a: built.append(p) or build(p, *a))
+    text = 'start: NUMBER | ESCAPED_STRING | "x"\n%import common.NUMBER\n%import common.ESCAPED_STRING\n'
+    compiled = gm.Lark(text).compile(VOCAB)
+    assert built == ["x"]  # only the grammar's own literal
+    m = compiled.matcher()
+    assert m.try_advance(WORDS.index(b"0")) and m.try_advance(WORDS.index(b"9")) and m.is_accepting()
+
+
 def shape_of(defs: Any) -> Any:
     """Definitions as (name, shape of the tree, priority), trees with their tokens' positions."""
     return [(str(name), shape(tree), priority) for name, (tree, priority) in defs]

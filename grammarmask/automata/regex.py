@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..cache import automaton
+from ..cache import automata, automaton, table_bytes
 from ..errors import BudgetExceeded, GrammarError
 from ..limits import active
 from .charsets import (
@@ -36,7 +36,7 @@ from .ops import add_dfa_to_nfa, from_strings
 from .stack import stack_room
 from .utf8 import MAX_CODEPOINT, utf8_sequences
 
-__all__ = ["DEFAULT_MAX_STATES", "regex_to_dfa"]
+__all__ = ["DEFAULT_MAX_STATES", "keep_dfa", "regex_to_dfa"]
 
 DEFAULT_MAX_STATES = 10_000
 _COMPOSE_ROWS = 60_000  # the composer's arena (1 KiB a row): past it, the NFA path decides
@@ -87,6 +87,16 @@ def regex_to_dfa(pattern: str, flags: int = 0, *, max_states: int = DEFAULT_MAX_
         return _build(pattern, flags, max_states, work)
 
     return automaton(("regex_to_dfa", pattern, flags, max_states, work, depth), make)
+
+
+def keep_dfa(pattern: str, dfa: DFA) -> None:
+    """Keep ``dfa``, made earlier as :func:`regex_to_dfa` makes ``pattern``'s (no flags, the default
+    ``max_states``, the limits now in force), in the process-wide cache where :func:`regex_to_dfa`
+    finds it: DFAs an installation makes once and reads back (see
+    :mod:`grammarmask.frontends.lark_bundled`)."""
+    limits = active()
+    key = ("regex_to_dfa", pattern, 0, DEFAULT_MAX_STATES, limits.regex_subset_work, limits.regex_depth)
+    automata().put(key, dfa, table_bytes(dfa))
 
 
 _FRAMES = 8  # Python frames one level of group nesting may take (re's parser, the NFA builder)

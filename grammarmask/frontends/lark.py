@@ -116,13 +116,8 @@ def _dfa_for(regexp: str) -> Any:
     cache of automata :func:`regex_to_dfa` keeps); GrammarError if not regular."""
     from ..automata import regex_to_dfa
 
-    try:
-        return regex_to_dfa(regexp)
-    except GrammarError:
-        rewrite = _LOOKBEHIND_REWRITES.get(regexp)
-        if rewrite is None:
-            raise
-        return regex_to_dfa(rewrite)
+    # (a lookbehind common.lark spells: its rewrite, not a refusal of the original each time first)
+    return regex_to_dfa(_LOOKBEHIND_REWRITES.get(regexp, regexp))
 
 
 def _terminal_dfa(name: str, regexp: str, text: str) -> Any:

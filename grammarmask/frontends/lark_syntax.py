@@ -451,6 +451,10 @@ def _builder() -> type:
         if self.import_paths or base_path is not None or base_mangle is not None:
             return do_import(self, dotted_path, base_path, aliases, base_mangle)  # type: ignore[no-any-return]
         key = (tuple(dotted_path), tuple(sorted(aliases.items())), self.global_keep_all_tokens)
+        if key[0] == ("common",):
+            from .lark_bundled import keep_common_dfas
+
+            keep_common_dfas()  # its terminals' DFAs, made once per installation
         kept = _BUNDLED.get(key)
         if kept is None:
             # read through a builder that sees only the definitions the imported names use

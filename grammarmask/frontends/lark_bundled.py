@@ -1,0 +1,125 @@
+"""The DFAs of the terminals of lark's bundled ``common.lark``, made once per installation.
+
+Grammars import ``NUMBER``, ``INT``, ``WS``, ``ESCAPED_STRING`` and the like from ``common.lark``
+(``%import common.NUMBER``), and each new process made their DFAs again through re's parser, an NFA
+and the subset construction: ~0.8 ms of sql.lark's first compile (NUMBER alone 0.4-0.5 ms). The
+DFAs depend only on lark's release, the file and the regex budgets, so they are kept in the disk
+cache (kind ``lark-bundled-dfas``, as the file's tree is, :func:`.lark_syntax._bundled_tree`) and,
+the first time a process's grammar imports from the file, put in the process-wide cache of automata
+(:func:`~grammarmask.automata.regex.keep_dfa`), where the terminals' patterns find them. Making
+them takes ~0.1 s, once per installation (and regex budgets); reading them back ~0.3 ms a process.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import threading
+from typing import Any
+
+import numpy as np
+
+__all__ = ["entry_key", "keep_common_dfas"]
+
+
+def keep_common_dfas() -> None:
+    """Put the DFAs of ``common.lark``'s terminals in the process-wide cache of automata, read from
+    the disk cache or made there (once per process and set of regex budgets; nothing when the disk
+    cache is off: a process would make two dozen DFAs to use two)."""
+    from .. import disk_cache
+
+    if _making.active or disk_cache.directory() is None:
+        return  # (_making: the grammar that imports every terminal, to make them)
+    _keep(*entry_key())
+
+
+_making = threading.local()
+_making.active = False
+
+
+def entry_key() -> tuple[Any, ...]:
+    """The disk cache's key of the DFAs (``lark-bundled-dfas``) under the limits in force."""
+    import lark
+
+    from ..automata.regex import DEFAULT_MAX_STATES
+    from ..limits import active
+
+    limits = active()
+    return lark.__version__, _common_hash(), DEFAULT_MAX_STATES, limits.regex_subset_work, limits.regex_depth
+
+
+@functools.cache
+def _common_text() -> str:
+    import pkgutil
+
+    data = pkgutil.get_data("lark", "grammars/common.lark")
+    return "" if data is None else data.decode("utf-8")
+
+
+@functools.cache
+def _common_hash() -> str:
+    return hashlib.sha256(_common_text().encode("utf-8")).hexdigest()
+
+
+@functools.lru_cache(maxsize=8)
+def _keep(*key: Any) -> None:
+    from .. import disk_cache
+    from ..automata.dfa import DFA
+    from ..automata.regex import keep_dfa
+    from ..errors import GrammarMaskError
+
+    _making.active = True
+    try:
+        kept = disk_cache.load_or_make("lark-bundled-dfas", key, _made)
+    except GrammarMaskError:  # (budgets too small for the file: its terminals are made as any are)
+        return
+    finally:
+        _making.active = False
+    for pattern, (table, accepting, start) in kept.items():
+        t = np.frombuffer(table, dtype=np.int32).reshape(-1, 256)
+        keep_dfa(pattern, DFA._trusted(t, np.frombuffer(accepting, dtype=np.bool_), start))
+
+
+def _made() -> dict[str, tuple[bytes, bytes, int]]:
+    return _plain(_terminal_dfas(_common_text()))
+
+
+def _plain(dfas: dict[str, Any]) -> dict[str, tuple[bytes, bytes, int]]:
+    """DFAs as their tables' bytes: read back as read-only views, with none of the checks and copies
+    of a DFA unpickled (24 of them took 0.4 ms that way, more than they save)."""
+    return {rx: (d.transitions.tobytes(), d.accepting.tobytes(), d.start) for rx, d in dfas.items()}
+
+
+def _terminal_dfas(text: str) -> dict[str, Any]:
+    """Each public terminal of common.lark's pattern (as :mod:`.lark_rules` writes it in a grammar
+    that imports it) and its DFA; empty when the file is not one this reader takes."""
+    from ..automata.regex import regex_to_dfa
+    from ..errors import GrammarError
+    from .lark import _LOOKBEHIND_REWRITES
+    from .lark_rules import compile_rules
+    from .lark_syntax import _read_bundled, load_grammar
+
+    read = _read_bundled(text)
+    if read is None:
+        return {}
+    names = [n for n in read[1] if not n.startswith("_")]
+    # a grammar that imports every terminal, read as any grammar importing some of them is
+    user = "start: " + " | ".join(names) + "\n%import common (" + ", ".join(names) + ")\n"
+    patterns: dict[str, str] = {}
+
+    def terminal(name: str, rx: str | None) -> Any:  # (the patterns are all this asks for)
+        if rx is not None:
+            patterns[name] = rx
+
+    rules = compile_rules(load_grammar(user, "<common>", ()), "start", terminal)
+    out: dict[str, Any] = {}
+    if rules is None:
+        return out
+    for rx in patterns.values():
+        # ESCAPED_STRING's lookbehind is made through the rewrite lark's front end reads it by
+        rx = _LOOKBEHIND_REWRITES.get(rx, rx)
+        try:
+            out[rx] = regex_to_dfa(rx)
+        except GrammarError:  # (left to refuse where a grammar uses it, as any pattern is)
+            continue
+    return out
