@@ -431,6 +431,10 @@ UNDEFINED = {  # lark's GrammarBuilder.validate refuses these; the fast check mu
     "parameter is a rule": 'start: t{"a"}\nt{b}: b\nb: "b"\n',
     "parameter twice": 'start: t{"a", "b"}\nt{x, x}: x\n',
     "ignored": 'start: "a"\n%ignore WS\n',
+    # lark's resolve_term_references refuses these; the one-pass resolution hands them to it
+    "recursive terminal": 'start: A\nA: "a" A?\n',
+    "terminals using each other": 'start: A\nA: "a" B\nB: "b" | A\n',
+    "rule in a terminal": 'start: A\nA: "a" b\nb: "x"\n',
 }
 
 
