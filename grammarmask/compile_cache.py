@@ -97,10 +97,11 @@ def compile_through(grammar: Grammar, vocab: Vocabulary, key: Hashable, limits: 
 
 def _snapshot(compiled: CompiledGrammar) -> tuple[Any, ...] | None:
     """What :func:`_restore` needs to rebuild ``compiled`` (None: a kind that is not stored)."""
-    from .cfg import CompiledCfg
-
-    if type(compiled) is CompiledCfg:
-        return ("cfg+tables", compiled.cfg, compiled.lex, compiled.earley)
+    # (the Python engine's module, only if something imported it: importing it here took ~30 ms
+    # of a process's first costly compile)
+    python_engine = sys.modules.get(f"{__package__}.cfg.compiled")
+    if python_engine is not None and type(compiled) is python_engine.CompiledCfg:
+        return ("cfg+tables", compiled.cfg, compiled.lex, compiled.earley)  # type: ignore[attr-defined]
     if type(compiled).__name__ == "NativeCompiledCfg":
         tables = compiled.flat()  # type: ignore[attr-defined]
         if tables is not None and compiled._remake is not None:  # type: ignore[attr-defined]
