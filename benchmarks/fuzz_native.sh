@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 each=${1:-600}
-for target in regular_index cfg_engine; do
+for target in regular_index cfg_engine lark_tokens; do
   echo "== $target, $each s"
   cargo +nightly fuzz run "$target" -- -max_total_time="$each" 2>&1 | grep -E "^Done|SUMMARY|panicked" || true
 done
