@@ -28,13 +28,12 @@ def keep_common_dfas() -> None:
     cache is off: a process would make two dozen DFAs to use two)."""
     from .. import disk_cache
 
-    if _making.active or disk_cache.directory() is None:
+    if getattr(_making, "active", False) or disk_cache.directory() is None:
         return  # (_making: the grammar that imports every terminal, to make them)
     _keep(*entry_key())
 
 
-_making = threading.local()
-_making.active = False
+_making = threading.local()  # .active: this thread is making them
 
 
 def entry_key() -> tuple[Any, ...]:
