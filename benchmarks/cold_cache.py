@@ -4,10 +4,9 @@ fresh directory for this process, holding only the vocabularies of the cache in 
 in 0.2 s instead of 4 s; loading a vocabulary is never what is timed), and what an installation
 makes once (the JSON Schema metaschema checks fastjsonschema generates, the Unicode tables of
 Python's ``re``, the tree of lark's bundled ``common.lark`` and its terminals' DFAs), made there first
-if missing. Grammars
-compiled here are written there and the directory is deleted at exit. ``GRAMMARMASK_CACHE_DIR=off``
-is kept as it is. Work before the timed compiles (which schemas compile at all) runs under
-:func:`off`, so a timed compile never reads what it wrote.
+if missing. Grammars compiled here are written there and the directory is deleted at exit.
+``GRAMMARMASK_CACHE_DIR=off`` is kept as it is. Work before the timed compiles (which schemas compile
+at all) runs under :func:`off`, so a timed compile never reads what it wrote.
 """
 
 from __future__ import annotations
