@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import graphlib
 import os
 import re
 import types
@@ -520,23 +521,10 @@ def _resolve_term_references(term_dict: dict[str, Any]) -> None:
                 if not isinstance(item, Tree):
                     return larks(term_dict)  # (a rule in a terminal)
             stack.extend(c for c in t.children if isinstance(c, Tree))
-    # a terminal that uses itself: lark's words for it
-    done: set[str] = set()
-    for root in uses:
-        path, todo = set(), [(root, False)]
-        while todo:
-            n, leaving = todo.pop()
-            if leaving:
-                path.discard(n)
-                done.add(n)
-                continue
-            if n in path:
-                return larks(term_dict)
-            if n in done:
-                continue
-            path.add(n)
-            todo.append((n, True))
-            todo.extend((m, False) for m in uses.get(n, ()))
+    try:
+        graphlib.TopologicalSorter(uses).prepare()
+    except graphlib.CycleError:  # a terminal that uses itself: lark's words for it
+        return larks(term_dict)
     for t in values:
         t.children[0] = term_dict[t.children[0].name]
     return None
