@@ -64,17 +64,58 @@ pub enum Stop {
 /// Every token of `text` in order (skipped ones included: whitespace, comments, backslashes).
 pub fn tokens(text: &str) -> Result<Vec<Token>, Stop> {
     let s: Vec<char> = text.chars().collect();
-    let mut bodies = Bodies::new(&s);
+    cut(&s)
+}
+
+fn cut(s: &[char]) -> Result<Vec<Token>, Stop> {
+    let mut bodies = Bodies::new(s);
     let mut out = Vec::new();
     let mut pos = 0;
     while pos < s.len() {
-        let (kind, end) = token_at(&s, pos, &mut bodies)?.ok_or(Stop::NoToken(pos))?;
+        let (kind, end) = token_at(s, pos, &mut bodies)?.ok_or(Stop::NoToken(pos))?;
         out.push(Token {
             kind,
             start: pos,
             end,
         });
         pos = end;
+    }
+    Ok(out)
+}
+
+/// A token the grammar reader takes, placed as lark places it: line and column of its first
+/// character, line and column past its last (lines and columns from 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placed {
+    pub token: Token,
+    pub line: usize,
+    pub column: usize,
+    pub end_line: usize,
+    pub end_column: usize,
+}
+
+/// The tokens of `text` but whitespace, comments and line continuations, placed.
+pub fn placed(text: &str) -> Result<Vec<Placed>, Stop> {
+    let s: Vec<char> = text.chars().collect();
+    let (mut line, mut line_start) = (1, 0);
+    let mut out = Vec::new();
+    for token in cut(&s)? {
+        let body = &s[token.start..token.end];
+        let newlines = body.iter().filter(|&&c| c == '\n').count();
+        let column = token.start - line_start + 1;
+        if let Some(last) = body.iter().rposition(|&c| c == '\n') {
+            line_start = token.start + last + 1;
+        }
+        if !matches!(token.kind, Kind::Ws | Kind::Comment | Kind::Backslash) {
+            out.push(Placed {
+                token,
+                line,
+                column,
+                end_line: line + newlines,
+                end_column: token.end - line_start + 1,
+            });
+        }
+        line += newlines;
     }
     Ok(out)
 }
@@ -398,6 +439,32 @@ mod tests {
                 assert_eq!(at, text.chars().count(), "{text:?}");
             }
         }
+    }
+
+    #[test]
+    fn placed_tokens_count_lines_and_columns_as_lark_does() {
+        let got: Vec<(Kind, usize, usize, usize, usize)> = placed("a: b // c\n  | \"x\ny\"")
+            .unwrap_or_default()
+            .iter()
+            .map(|p| (p.token.kind, p.line, p.column, p.end_line, p.end_column))
+            .collect();
+        assert!(got.is_empty()); // a string does not cross a newline: refused
+        let got: Vec<(Kind, usize, usize, usize, usize)> = placed("a: b // c\n  | /x/")
+            .unwrap()
+            .iter()
+            .map(|p| (p.token.kind, p.line, p.column, p.end_line, p.end_column))
+            .collect();
+        use Kind::*;
+        assert_eq!(
+            got,
+            vec![
+                (Rule, 1, 1, 1, 2),
+                (Colon, 1, 2, 1, 3),
+                (Rule, 1, 4, 1, 5),
+                (NlOr, 1, 10, 2, 4), // the comment and the spaces before it skipped
+                (Regexp, 2, 5, 2, 8),
+            ]
+        );
     }
 
     #[test]

@@ -4,8 +4,8 @@
 //! One job per module: [`automata`] the compile-time automata (minimisation, products, string
 //! sets), [`vocab`] the token bytes of a vocabulary, [`trie`] the token trie,
 //! [`classes`] an automaton's byte classes, [`packed`] a token set in the memory it needs,
-//! [`regular`] the regular index, [`cfg`] the CFG engine, [`lark_tokens`] the tokens of Lark grammar text, [`lru`] the bounded cache, [`error`] the
-//! error type, and `python` the bindings.
+//! [`regular`] the regular index, [`cfg`] the CFG engine, [`lark_tokens`] the tokens of Lark
+//! grammar text, [`lru`] the bounded cache, [`error`] the error type, and `python` the bindings.
 
 pub mod automata;
 pub mod cfg;
