@@ -13,9 +13,10 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::lexer::{LexCache, Lexer, NONE};
+use super::lexer::{LexCache, Lexer, MAX_LOOPS, NONE};
+use super::loops::Loops;
 use super::slice::{BodyChars, Slice};
-use super::walk::Walk;
+use super::walk::{OnTrie, Walk};
 use crate::lru::Lru;
 use crate::packed::{Packed, Pool};
 use crate::trie::TokenTrie;
@@ -65,11 +66,27 @@ impl Inside {
         lex: u32,
         n_words: usize,
     ) -> Inside {
-        Inside::onto(lc, lx, trie, reps, lex, vec![0u32; n_words])
+        Inside::onto(lc, lx, trie, reps, lex, vec![0u32; n_words], None)
+    }
+
+    /// [`Inside::of`], passing over the subtrees of `on`'s trie spelled by a loop set the lexer
+    /// state there takes quietly ([`LexCache::takes_quietly`]): their tokens stay inside and no
+    /// lexeme closes below, so they are marked without a step (an email pattern's first visit on
+    /// tekken stepped through 36,000 nodes, most of them in runs of its letters).
+    pub fn of_on(
+        lc: &mut LexCache,
+        lx: &Lexer,
+        on: &OnTrie<'_>,
+        lex: u32,
+        n_words: usize,
+    ) -> Inside {
+        let words = vec![0u32; n_words];
+        Inside::onto(lc, lx, on.trie, on.reps, lex, words, Some(on.loops))
     }
 
     /// [`Inside::of`] with the tokens of `words` taken besides (a string body's, which the walk of
-    /// the other tokens does not visit: [`Slice::inside`]).
+    /// the other tokens does not visit: [`Slice::inside`]); `loops`: the loop sets' runs on `trie`
+    /// ([`Inside::of_on`]).
     pub fn onto(
         lc: &mut LexCache,
         lx: &Lexer,
@@ -77,9 +94,10 @@ impl Inside {
         reps: &[u8],
         lex: u32,
         mut words: Vec<u32>,
+        loops: Option<&Loops>,
     ) -> Inside {
         let mut closes = Vec::new();
-        let walked = walk_lexer(lc, lx, trie, reps, lex, 0, &mut words, &mut closes);
+        let walked = walk_lexer(lc, lx, (trie, reps, loops), lex, 0, &mut words, &mut closes);
         Inside {
             words: Arc::new(Packed::from_vec(words)),
             closes,
@@ -165,13 +183,22 @@ impl Inside {
         lex: u32,
         reference: &Inside,
         from: usize,
+        loops: Option<&Loops>,
     ) -> Inside {
         let mut words = reference.words.to_vec();
         for &t in trie.tokens_from_len(from) {
             words[t as usize >> 5] &= !(1 << (t & 31));
         }
         let mut added = Vec::new();
-        let walked = walk_lexer(lc, lx, trie, reps, lex, from, &mut words, &mut added);
+        let walked = walk_lexer(
+            lc,
+            lx,
+            (trie, reps, loops),
+            lex,
+            from,
+            &mut words,
+            &mut added,
+        );
         let kept = reference
             .closes
             .iter()
@@ -304,22 +331,24 @@ impl Inside {
 /// The preorder scan of [`Inside::of`] and [`Inside::deep`]: from lexer state `lex`, following only
 /// the lexer, marks in `words` the tokens of at least `from` classes that stay inside a lexeme and
 /// lists in `closes` the nodes at least `from` deep where one closes (subtrees with nothing that
-/// deep are skipped). Returns the nodes it stepped through.
+/// deep are skipped). With `loops` (the runs of the lexer's loop sets on `trie`), a subtree below
+/// a node whose lexer state takes quietly a loop set that spells all of it is marked whole, not
+/// stepped through ([`Inside::of_on`]). Returns the nodes it stepped through.
 ///
 /// This is the engine's hottest loop (a JSON string's state steps through all 266,000 nodes of
 /// tekken's trie), so the steps it takes are read from [`Rows`], one dense row per lexer state met.
-#[allow(clippy::too_many_arguments)]
 fn walk_lexer(
     lc: &mut LexCache,
     lx: &Lexer,
-    trie: &TokenTrie,
-    reps: &[u8],
+    (trie, reps, loops): (&TokenTrie, &[u8], Option<&Loops>),
     lex: u32,
     from: usize,
     words: &mut [u32],
     closes: &mut Vec<(u32, u32)>,
 ) -> usize {
     let mut rows = Rows::default();
+    // per loop set, the first node past the last asked about whose label is not in it (`runs_below`)
+    let mut runs = [0usize; MAX_LOOPS];
     // the row of the lexer state at each depth of the path
     let mut levels: Vec<u32> = vec![0; trie.max_depth + 1];
     levels[0] = rows.row(lex);
@@ -363,6 +392,18 @@ fn walk_lexer(
             i = end[i] as usize;
             continue;
         }
+        let below = end[i] as usize;
+        if let Some(loops) = loops.filter(|_| d >= from && below > i + 1) {
+            let quiet = rows.quiet(lc, lx, next);
+            if quiet != 0 && runs_below(loops, label, &mut runs, quiet, i, below) {
+                for &t in &trie.tok_ids[trie.tok_ptr[i + 1] as usize..trie.tok_ptr[below] as usize]
+                {
+                    words[t as usize >> 5] |= 1 << (t & 31);
+                }
+                i = below;
+                continue;
+            }
+        }
         levels[d] = next;
         i += 1;
     }
@@ -377,6 +418,43 @@ struct Rows {
     table: Vec<u64>,
     lexes: Vec<u32>,
     row_of: rustc_hash::FxHashMap<u32, u32>,
+    /// per row, [`LexCache::takes_quietly`] of its lexer state ([`QUIET_UNKNOWN`] until asked)
+    quiet: Vec<u16>,
+}
+
+const QUIET_UNKNOWN: u16 = 1 << 8;
+
+/// Whether a loop set among `quiet` (bit `k`: set `k`) spells the whole subtree below trie node
+/// `i`, nodes `i + 1 .. below` in preorder: whether the first node after `i` with a label outside
+/// the set comes at `below` or later. `runs[k]` is set `k`'s first such node at or after the last
+/// node asked about, found by a scan of the labels; a preorder walk asks about ascending nodes, so
+/// each label is scanned once per set at most (a byte compare a node, against a lexer step to
+/// walk it), and no table per vocabulary is made first (as [`Loops::block`] makes for the mask walk:
+/// a pass over whole subtrees, which for a new loop set cost more than the walk saved).
+fn runs_below(
+    loops: &Loops,
+    label: &[u8],
+    runs: &mut [usize; MAX_LOOPS],
+    mut quiet: u8,
+    i: usize,
+    below: usize,
+) -> bool {
+    while quiet != 0 {
+        let k = quiet.trailing_zeros() as usize;
+        if runs[k] <= i {
+            let inside = loops.labels(k);
+            let mut j = i + 1;
+            while j < label.len() && inside[usize::from(label[j])] {
+                j += 1;
+            }
+            runs[k] = j;
+        }
+        if runs[k] >= below {
+            return true;
+        }
+        quiet &= quiet - 1;
+    }
+    false
 }
 
 const COMPUTED: u64 = 1 << 32;
@@ -391,9 +469,30 @@ impl Rows {
         }
         let r = self.lexes.len() as u32;
         self.lexes.push(lex);
+        self.quiet.push(QUIET_UNKNOWN);
         self.table.resize(self.table.len() + 256, 0);
         self.row_of.insert(lex, r);
         r
+    }
+
+    /// The loop sets the lexer state of row `row` takes quietly.
+    fn quiet(&mut self, lc: &mut LexCache, lx: &Lexer, row: u32) -> u8 {
+        let known = &mut self.quiet[row as usize];
+        if *known == QUIET_UNKNOWN {
+            let quiet = lc.takes_quietly(lx, self.lexes[row as usize]);
+            // (a set inside another one taken spells no subtree the other does not: not scanned;
+            // the loop sets are distinct)
+            let sets = lx.loops();
+            let taken = |k: usize| quiet & (1 << k) != 0;
+            let within = |k: usize, j: usize| (0..4).all(|w| sets[k][w] & !sets[j][w] == 0);
+            let maximal = (0..sets.len())
+                .filter(|&k| {
+                    taken(k) && !(0..sets.len()).any(|j| j != k && taken(j) && within(k, j))
+                })
+                .fold(0u8, |m, k| m | 1 << k);
+            *known = u16::from(maximal);
+        }
+        *known as u8
     }
 
     /// Compute the entry of row `row` by trie label `c` (byte `byte`).
@@ -573,14 +672,8 @@ impl Insides {
     /// body, the body tokens and a walk of the rest ([`Slice`]); else the shelf's, from another
     /// grammar; else read off the candidate most like it ([`Inside::diff`]); else walked afresh.
     /// Kept for the next visit, and shelved.
-    pub fn get(
-        &mut self,
-        w: &mut Walk<'_>,
-        trie: &TokenTrie,
-        reps: &[u8],
-        lex: u32,
-        n_words: usize,
-    ) -> Kept {
+    pub fn get(&mut self, w: &mut Walk<'_>, on: &OnTrie<'_>, lex: u32, n_words: usize) -> Kept {
+        let (trie, reps) = (on.trie, on.reps);
         if let Some(hit) = self.by_lex.get(&lex) {
             return hit.clone();
         }
@@ -596,12 +689,12 @@ impl Insides {
                 self.by_lex.put(lex, Kept::Inside(Arc::clone(&reference)));
                 return Kept::Inside(reference);
             }
-            let made = Inside::deep(w.lc, lx, trie, reps, lex, &reference, from);
+            let made = Inside::deep(w.lc, lx, trie, reps, lex, &reference, from, Some(on.loops));
             return self.keep(lex, shape, Arc::new(made));
         }
         // several lexemes in progress: what each allows by itself, together (below)
         if w.lc.states.values[lex as usize].0.len() > 1 {
-            if let Some(kept) = self.union(w, trie, reps, lex, n_words) {
+            if let Some(kept) = self.union(w, on, lex, n_words) {
                 return kept;
             }
         }
@@ -626,7 +719,7 @@ impl Insides {
         }
         // a string's state that parts from the string's body only along some spellings (a key
         // that must not be one of the declared names): read off the body's, which the slice gives
-        if let Some(made) = self.read_off_body(w, trie, reps, lex, n_words) {
+        if let Some(made) = self.read_off_body(w, on, lex, n_words) {
             return self.keep(lex, shape, Arc::new(made));
         }
         let key = match &self.shelf {
@@ -657,7 +750,7 @@ impl Insides {
         }
         let made = match self.diff_from_candidate(w, trie, reps, lex, &shape) {
             Some(made) => made,
-            None => Inside::of(w.lc, lx, trie, reps, lex, n_words),
+            None => Inside::of_on(w.lc, lx, on, lex, n_words),
         };
         let made = Arc::new(made);
         let kept = self.keep(lex, shape, Arc::clone(&made));
@@ -685,11 +778,11 @@ impl Insides {
     fn read_off_body(
         &mut self,
         w: &mut Walk<'_>,
-        trie: &TokenTrie,
-        reps: &[u8],
+        on: &OnTrie<'_>,
         lex: u32,
         n_words: usize,
     ) -> Option<Inside> {
+        let (trie, reps) = (on.trie, on.reps);
         self.slice.as_ref()?;
         let lx = w.cx.lx;
         let (pend, sh) = &w.lc.states.values[lex as usize];
@@ -703,7 +796,7 @@ impl Insides {
             let taken = st != 0 && next != NONE && next != lex && w.lc.steps[st].closes.is_empty();
             (taken && Slice::takes(w.lc, lx, next, chars)).then_some(next)
         })?;
-        let Kept::Inside(reference) = self.get(w, trie, reps, body, n_words) else {
+        let Kept::Inside(reference) = self.get(w, on, body, n_words) else {
             return None;
         };
         Inside::diff(w.lc, lx, trie, reps, lex, body, &reference, DIFF_NODES)
@@ -719,8 +812,7 @@ impl Insides {
     fn union(
         &mut self,
         w: &mut Walk<'_>,
-        trie: &TokenTrie,
-        reps: &[u8],
+        on: &OnTrie<'_>,
         lex: u32,
         n_words: usize,
     ) -> Option<Kept> {
@@ -728,7 +820,7 @@ impl Insides {
         let mut parts = Vec::with_capacity(pend.len());
         for q in pend {
             let alone = w.lc.state(vec![q], sh);
-            match self.get(w, trie, reps, alone, n_words) {
+            match self.get(w, on, alone, n_words) {
                 Kept::Dense => {
                     self.by_lex.put(lex, Kept::Dense);
                     return Some(Kept::Dense);
@@ -736,7 +828,7 @@ impl Insides {
                 Kept::Inside(ins) => parts.push(ins),
             }
         }
-        let made = Inside::union(w.lc, w.cx.lx, trie, reps, lex, &parts)?;
+        let made = Inside::union(w.lc, w.cx.lx, on.trie, on.reps, lex, &parts)?;
         let shape = w.lc.shape(w.cx.lx, lex);
         Some(self.keep(lex, shape, Arc::new(made)))
     }
@@ -998,7 +1090,8 @@ mod tests {
                         assert_eq!(meaning(&lc, &fresh[j]).0, want.0, "{a} and {b} alike");
                         alike += 1;
                     } else if from >= 1 {
-                        let got = Inside::deep(&mut lc, &lx, &trie, &reps, a, &fresh[j], from);
+                        let got =
+                            Inside::deep(&mut lc, &lx, &trie, &reps, a, &fresh[j], from, None);
                         assert_eq!(meaning(&lc, &got), want, "{a} from {b} below depth {from}");
                         deep += 1;
                     }
@@ -1111,6 +1204,123 @@ mod tests {
         assert!(
             served > 400 && told_apart > 1000 && unions > 200,
             "{served} {told_apart} {unions}"
+        );
+    }
+
+    /// A lexer of a quoted string of `[a-t]`, an address `[a-t]+@[a-r]+` (loop sets of 20 and 18
+    /// bytes, neither closing on the way) and a name `[a-t]+` (closing after every letter).
+    fn looping_lexer() -> Lexer {
+        // states: 1 -"-> 2 -[a-t]-> 2 -"-> 3 | 4 -[a-t]-> 5 -[a-t]-> 5 -@-> 6 -[a-r]-> 7 -[a-r]-> 7
+        // | 8 -[a-t]-> 9 -[a-t]-> 9
+        let mut table = vec![0u32; 10 * 256];
+        let mut edge = |from: usize, bytes: &[u8], to: u32| {
+            for &b in bytes {
+                table[from * 256 + usize::from(b)] = to;
+            }
+        };
+        let (body, domain): (Vec<u8>, Vec<u8>) = ((b'a'..=b't').collect(), (b'a'..=b'r').collect());
+        edge(1, b"\"", 2);
+        edge(2, &body, 2);
+        edge(2, b"\"", 3);
+        edge(4, &body, 5);
+        edge(5, &body, 5);
+        edge(5, b"@", 6);
+        edge(6, &domain, 7);
+        edge(7, &domain, 7);
+        edge(8, &body, 9);
+        edge(9, &body, 9);
+        let accepting = [0, 3, 7, 9].iter().fold(vec![false; 10], |mut a, &s| {
+            a[s] = s != 0;
+            a
+        });
+        let term_of = vec![0, 0, 0, 0, 1, 1, 1, 1, 2, 2];
+        Lexer::new(
+            table,
+            accepting,
+            term_of,
+            vec![1, 4, 8],
+            vec![true; 3],
+            vec![false; 3],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn walks_passing_over_quiet_runs_allow_what_full_walks_do() {
+        let lx = looping_lexer();
+        assert_eq!(lx.loops().len(), 2);
+        let mut rng = Rng(0x5eed_100b_0003);
+        let pieces: [&[u8]; 8] = [b"a", b"k", b"ks", b"r", b"t", b"\"", b"@", b"z"];
+        let toks = rng.tokens(3000, &pieces, 8);
+        let n = toks.len();
+        let vocab = Vocab::from_tokens(toks, &[0], n).unwrap();
+        let identity = ByteClasses::identity().map;
+        let trie = TokenTrie::build(&vocab, &identity);
+        let reps: Vec<u8> = (0..=255).collect();
+        let loops = Loops::new(lx.loops(), &lx.classes().map, identity, &reps, &vocab);
+        let words = vocab.n_words();
+        let mut lc = LexCache::new(&lx);
+        // every DFA state alone, the three starts together, and the states a few bytes on
+        let mut lexes: Vec<u32> = (1..lx.n_states() as u32)
+            .map(|q| lc.state(vec![q], 0))
+            .collect();
+        for _ in 0..40 {
+            let mut lex = lc.state(lx.start.clone(), 0);
+            for _ in 0..rng.below(5) {
+                let st = lc.step(&lx, lex, b"ak\"@r"[rng.below(5)]);
+                if st == 0 || lc.steps[st].next == NONE {
+                    break;
+                }
+                lex = lc.steps[st].next;
+            }
+            lexes.push(lex);
+        }
+        let (mut quiet, mut passed) = (0, 0);
+        for &lex in &lexes {
+            let full = Inside::of(&mut lc, &lx, &trie, &reps, lex, words);
+            let runs = Inside::onto(
+                &mut lc,
+                &lx,
+                &trie,
+                &reps,
+                lex,
+                vec![0; words],
+                Some(&loops),
+            );
+            assert_eq!(
+                meaning(&lc, &runs),
+                meaning(&lc, &full),
+                "lexer state {lex}"
+            );
+            quiet += usize::from(lc.takes_quietly(&lx, lex) != 0);
+            passed += full.walked - runs.walked;
+            // read off another state from a depth on: the deeper subtrees alike with and without
+            for from in [1, 3] {
+                let reference = Inside::of(&mut lc, &lx, &trie, &reps, lexes[0], words);
+                let a = Inside::deep(&mut lc, &lx, &trie, &reps, lex, &reference, from, None);
+                let b = Inside::deep(
+                    &mut lc,
+                    &lx,
+                    &trie,
+                    &reps,
+                    lex,
+                    &reference,
+                    from,
+                    Some(&loops),
+                );
+                assert_eq!(
+                    meaning(&lc, &b),
+                    meaning(&lc, &a),
+                    "lexer state {lex} from {from}"
+                );
+            }
+        }
+        // the name's letters are taken, not quietly: it closes after each
+        let name = lc.state(vec![9], 0);
+        assert!(lc.takes(&lx, name) != 0 && lc.takes_quietly(&lx, name) == 0);
+        assert!(
+            quiet > 0 && passed > 0,
+            "{quiet} quiet lexer states, {passed} nodes passed over"
         );
     }
 

@@ -532,6 +532,9 @@ pub struct LexCache {
     /// per lexer state, the loop sets it is known about (high byte) and takes (low byte)
     /// ([`LexCache::takes`])
     taken: Vec<u16>,
+    /// per lexer state, the loop sets it is known about (high byte) and takes quietly (low byte)
+    /// ([`LexCache::takes_quietly`])
+    quiet: Vec<u16>,
     /// per shadow set met, the set standing for it ([`LexCache::shadow_set`])
     canonical: HashMap<u32, u32>,
     /// the first shadow set of each one-step behaviour: by class, whether it refuses the cut
@@ -555,6 +558,7 @@ impl LexCache {
             shadow_step: HashMap::default(),
             finish: HashMap::default(),
             taken: Vec::new(),
+            quiet: Vec::new(),
             canonical: HashMap::default(),
             // the empty set: every class lets the cut stand
             by_behaviour: HashMap::from_iter([([0; 4], 0)]),
@@ -606,6 +610,7 @@ impl LexCache {
         if self.trans.len() < need {
             self.trans.resize(need, 0);
             self.taken.resize(id as usize + 1, 0);
+            self.quiet.resize(id as usize + 1, 0);
         }
         id
     }
@@ -791,6 +796,47 @@ impl LexCache {
         }
         debug_assert_eq!(known >> 8, all);
         (known & 0xFF) as u8
+    }
+
+    /// The loop sets lexer state `lex` takes ([`LexCache::takes`]) without a lexeme closing on the
+    /// way (bit `k`: set `k`): no string of their bytes closes one. A string's body, or an email
+    /// pattern's letters, are taken quietly; a name's letters are not (it can close after each).
+    /// Below a trie node whose subtree such a set spells, every token stays inside and no lexeme
+    /// closes, so a walk of what the state allows by itself marks the subtree's tokens unvisited.
+    pub fn takes_quietly(&mut self, lx: &Lexer, lex: u32) -> u8 {
+        let takes = self.takes(lx, lex);
+        let mut known = self.quiet[lex as usize];
+        for k in 0..lx.loops.len() {
+            if takes & (1 << k) == 0 || known & (0x100 << k) != 0 {
+                continue;
+            }
+            let set = lx.loops[k];
+            // (Some: `lex` takes the set; its members are closed under the set's steps, so each
+            // takes it quietly when all of them do)
+            let members = self.family(lx, lex, &set).unwrap_or_default();
+            let mut quiet = !members.is_empty();
+            'members: for &m in &members {
+                for c in 0..lx.n_classes() {
+                    if set[c / 64] & (1 << (c % 64)) != 0 {
+                        let st = self.step(lx, m, lx.classes.reps[c]);
+                        if !self.steps[st].closes.is_empty() {
+                            quiet = false;
+                            break 'members;
+                        }
+                    }
+                }
+            }
+            if quiet {
+                for m in members {
+                    self.quiet[m as usize] |= 0x101 << k;
+                }
+                known |= 0x101 << k;
+            } else {
+                known |= 0x100 << k;
+                self.quiet[lex as usize] |= 0x100 << k;
+            }
+        }
+        (known & 0xFF) as u8 & takes
     }
 
     /// The lexer states strings of classes `set` lead `lex` to, when none dies on one of them and

@@ -176,6 +176,11 @@ impl Loops {
         runs.block(trie, &self.inside[k], i)
     }
 
+    /// Per trie label, whether loop set `k` holds its bytes.
+    pub fn labels(&self, k: usize) -> &[bool; 256] {
+        &self.inside[k]
+    }
+
     /// Blocks made or found in the store so far (for tests: whether walks asked).
     #[cfg(test)]
     pub fn blocks_made(&self) -> usize {

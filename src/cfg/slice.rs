@@ -302,7 +302,7 @@ impl Slice {
                 words
             }
         };
-        let mut made = Inside::onto(lc, lx, &self.rest, reps, lex, words);
+        let mut made = Inside::onto(lc, lx, &self.rest, reps, lex, words, None);
         for c in &mut made.closes {
             c.0 = self.node_of[c.0 as usize];
         }

@@ -207,7 +207,7 @@ impl<'a> Walk<'a> {
         insides: &mut Insides,
         words: &mut [u32],
     ) -> Result<(), CfgError> {
-        let (trie, reps) = (on.trie, on.reps);
+        let trie = on.trie;
         let mut lexes: Vec<u32> = root.iter().map(|c| c.lex).collect();
         lexes.sort_unstable();
         lexes.dedup();
@@ -216,7 +216,7 @@ impl<'a> Walk<'a> {
         // (a busy lexer state: its lexemes close at many nodes)
         let found: Vec<Option<Arc<Inside>>> = lexes
             .iter()
-            .map(|&l| match insides.get(self, trie, reps, l, n_words) {
+            .map(|&l| match insides.get(self, on, l, n_words) {
                 Kept::Inside(ins) => Some(ins),
                 Kept::Dense => None,
             })
