@@ -838,7 +838,7 @@ impl LexCache {
                 continue;
             }
             match self.family(lx, lex, &lx.loops[k]) {
-                Some(members) => {
+                Some((members, _)) => {
                     for m in members {
                         self.taken[m as usize] |= 0x101 << k;
                     }
@@ -866,23 +866,9 @@ impl LexCache {
             if takes & (1 << k) == 0 || known & (0x100 << k) != 0 {
                 continue;
             }
-            let set = lx.loops[k];
-            // (Some: `lex` takes the set; its members are closed under the set's steps, so each
-            // takes it quietly when all of them do)
-            let members = self.family(lx, lex, &set).unwrap_or_default();
-            let mut quiet = !members.is_empty();
-            'members: for &m in &members {
-                for c in 0..lx.n_classes() {
-                    if set[c / 64] & (1 << (c % 64)) != 0 {
-                        let st = self.step(lx, m, lx.classes.reps[c]);
-                        if !self.steps[st].closes.is_empty() {
-                            quiet = false;
-                            break 'members;
-                        }
-                    }
-                }
-            }
-            if quiet {
+            // (the family is found: `lex` takes the set; its members are closed under the set's
+            // steps, so each takes it quietly when all of them do)
+            if let Some((members, true)) = self.family(lx, lex, &lx.loops[k]) {
                 for m in members {
                     self.quiet[m as usize] |= 0x101 << k;
                 }
@@ -896,9 +882,10 @@ impl LexCache {
     }
 
     /// The lexer states strings of classes `set` lead `lex` to, when none dies on one of them and
-    /// there are at most [`FAMILY`].
-    fn family(&mut self, lx: &Lexer, lex: u32, set: &[u64; 4]) -> Option<Vec<u32>> {
+    /// there are at most [`FAMILY`], and whether no lexeme closes on the way.
+    fn family(&mut self, lx: &Lexer, lex: u32, set: &[u64; 4]) -> Option<(Vec<u32>, bool)> {
         let mut members = vec![lex];
+        let mut quiet = true;
         let mut at = 0;
         while at < members.len() {
             let m = members[at];
@@ -912,6 +899,7 @@ impl LexCache {
                 if st == 0 || next == NONE {
                     return None;
                 }
+                quiet &= self.steps[st].closes.is_empty();
                 if !members.contains(&next) {
                     if members.len() == FAMILY {
                         return None;
@@ -920,7 +908,7 @@ impl LexCache {
                 }
             }
         }
-        Some(members)
+        Some((members, quiet))
     }
 
     /// Whether a lexeme `lex` has in progress can come to close at nearly every byte ([`Lexer`]'s
