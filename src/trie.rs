@@ -423,6 +423,19 @@ impl TokenTrie {
         }
     }
 
+    /// Set the bits of the tokens of the nodes below node `i` in `words` (its subtree, `i` left out:
+    /// in preorder, nodes `i + 1 .. end[i]`, whose tokens are one stretch of `tok_ids`).
+    #[inline]
+    pub fn mark_below(&self, i: usize, words: &mut [u32]) {
+        let (from, to) = (
+            self.tok_ptr[i + 1] as usize,
+            self.tok_ptr[self.end[i] as usize] as usize,
+        );
+        for &t in &self.tok_ids[from..to] {
+            words[t as usize >> 5] |= 1 << (t & 31);
+        }
+    }
+
     /// Set the bits of node `i`'s tokens in `words`. The mask walks' innermost step: whether a
     /// node has a token is a coin toss the branch predictor loses (half the nodes of a byte
     /// trie have one), so a lone token is marked without a branch on it (a JSON string's walk

@@ -398,10 +398,7 @@ fn walk_lexer(
         if let Some(loops) = loops.filter(|_| d >= from && below > i + 1) {
             let quiet = rows.quiet(lc, lx, next);
             if quiet != 0 && runs_below(loops, label, &mut runs, quiet, i, below) {
-                for &t in &trie.tok_ids[trie.tok_ptr[i + 1] as usize..trie.tok_ptr[below] as usize]
-                {
-                    words[t as usize >> 5] |= 1 << (t & 31);
-                }
+                trie.mark_below(i, words);
                 passed += below - i - 1;
                 i = below;
                 continue;

@@ -544,10 +544,7 @@ impl Subtrees {
                 && below > i + 1
                 && self.keeps_below(w, on, &mut blocks, cur, i)
             {
-                for &t in &trie.tok_ids[trie.tok_ptr[i + 1] as usize..trie.tok_ptr[below] as usize]
-                {
-                    words[t as usize >> 5] |= 1 << (t & 31);
-                }
+                trie.mark_below(i, words);
                 // (closes below only add configurations to a set that keeps every token)
                 while k < closes.len() && (closes[k].0 as usize) < below {
                     k += 1;
