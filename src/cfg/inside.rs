@@ -98,7 +98,7 @@ impl Inside {
         loops: Option<&Loops>,
     ) -> Inside {
         let mut closes = Vec::new();
-        let (walked, _) = walk_lexer(lc, lx, (trie, reps, loops), lex, 0, &mut words, &mut closes);
+        let (walked, _) = walk_lexer(lc, lx, trie, reps, loops, lex, 0, &mut words, &mut closes);
         Inside {
             words: Arc::new(Packed::from_vec(words)),
             closes,
@@ -191,15 +191,7 @@ impl Inside {
             words[t as usize >> 5] &= !(1 << (t & 31));
         }
         let mut added = Vec::new();
-        let (walked, _) = walk_lexer(
-            lc,
-            lx,
-            (trie, reps, loops),
-            lex,
-            from,
-            &mut words,
-            &mut added,
-        );
+        let (walked, _) = walk_lexer(lc, lx, trie, reps, loops, lex, from, &mut words, &mut added);
         let kept = reference
             .closes
             .iter()
@@ -339,10 +331,13 @@ impl Inside {
 ///
 /// This is the engine's hottest loop (a JSON string's state steps through all 266,000 nodes of
 /// tekken's trie), so the steps it takes are read from [`Rows`], one dense row per lexer state met.
+#[allow(clippy::too_many_arguments)]
 fn walk_lexer(
     lc: &mut LexCache,
     lx: &Lexer,
-    (trie, reps, loops): (&TokenTrie, &[u8], Option<&Loops>),
+    trie: &TokenTrie,
+    reps: &[u8],
+    loops: Option<&Loops>,
     lex: u32,
     from: usize,
     words: &mut [u32],
@@ -1016,6 +1011,34 @@ mod tests {
         TokenTrie::build(&vocab, &ByteClasses::identity().map)
     }
 
+    /// The lexer states of every DFA state alone, then those `walks` random walks of fewer than
+    /// `most` of `bytes` reach from the terminals' starts together (a walk stops before its
+    /// lexemes die).
+    fn lexer_states(
+        lc: &mut LexCache,
+        lx: &Lexer,
+        rng: &mut Rng,
+        walks: usize,
+        most: usize,
+        bytes: &[u8],
+    ) -> Vec<u32> {
+        let mut lexes: Vec<u32> = (1..lx.n_states() as u32)
+            .map(|q| lc.state(vec![q], 0))
+            .collect();
+        for _ in 0..walks {
+            let mut lex = lc.state(lx.start.clone(), 0);
+            for _ in 0..rng.below(most) {
+                let st = lc.step(lx, lex, bytes[rng.below(bytes.len())]);
+                if st == 0 || lc.steps[st].next == NONE {
+                    break;
+                }
+                lex = lc.steps[st].next;
+            }
+            lexes.push(lex);
+        }
+        lexes
+    }
+
     /// Per close node, the closes there (terminal, shadow set after).
     type Closes = Vec<(u32, Vec<(u32, u32)>)>;
 
@@ -1040,20 +1063,7 @@ mod tests {
             let mut lc = LexCache::new(&lx);
             // single lexemes in progress at every DFA state, and the lexer states a few random
             // bytes away from two or three lexemes started together
-            let mut lexes: Vec<u32> = (1..lx.n_states() as u32)
-                .map(|q| lc.state(vec![q], 0))
-                .collect();
-            for _ in 0..20 {
-                let mut lex = lc.state(lx.start.clone(), 0);
-                for _ in 0..rng.below(4) {
-                    let st = lc.step(&lx, lex, ALPHABET[rng.below(3)]);
-                    if st == 0 || lc.steps[st].next == NONE {
-                        break;
-                    }
-                    lex = lc.steps[st].next;
-                }
-                lexes.push(lex);
-            }
+            let lexes = lexer_states(&mut lc, &lx, &mut rng, 20, 4, ALPHABET);
             let fresh: Vec<Inside> = lexes
                 .iter()
                 .map(|&l| Inside::of(&mut lc, &lx, &trie, &reps, l, words))
@@ -1232,10 +1242,10 @@ mod tests {
         edge(7, &domain, 7);
         edge(8, &body, 9);
         edge(9, &body, 9);
-        let accepting = [0, 3, 7, 9].iter().fold(vec![false; 10], |mut a, &s| {
-            a[s] = s != 0;
-            a
-        });
+        let mut accepting = vec![false; 10];
+        for s in [3, 7, 9] {
+            accepting[s] = true;
+        }
         let term_of = vec![0, 0, 0, 0, 1, 1, 1, 1, 2, 2];
         Lexer::new(
             table,
@@ -1264,21 +1274,10 @@ mod tests {
         let words = vocab.n_words();
         let mut lc = LexCache::new(&lx);
         // every DFA state alone, the three starts together, and the states a few bytes on
-        let mut lexes: Vec<u32> = (1..lx.n_states() as u32)
-            .map(|q| lc.state(vec![q], 0))
-            .collect();
-        for _ in 0..40 {
-            let mut lex = lc.state(lx.start.clone(), 0);
-            for _ in 0..rng.below(5) {
-                let st = lc.step(&lx, lex, b"ak\"@r"[rng.below(5)]);
-                if st == 0 || lc.steps[st].next == NONE {
-                    break;
-                }
-                lex = lc.steps[st].next;
-            }
-            lexes.push(lex);
-        }
+        let lexes = lexer_states(&mut lc, &lx, &mut rng, 40, 5, b"ak\"@r");
         let (mut quiet, mut passed) = (0, 0);
+        // what the deep walks below read off
+        let reference = Inside::of(&mut lc, &lx, &trie, &reps, lexes[0], words);
         for &lex in &lexes {
             let full = Inside::of(&mut lc, &lx, &trie, &reps, lex, words);
             let runs = Inside::onto(
@@ -1304,7 +1303,9 @@ mod tests {
             let (covered, stepped) = walk_lexer(
                 &mut lc,
                 &lx,
-                (&trie, &reps, Some(&loops)),
+                &trie,
+                &reps,
+                Some(&loops),
                 lex,
                 0,
                 &mut w,
@@ -1313,7 +1314,6 @@ mod tests {
             passed += covered - stepped;
             // read off another state from a depth on: the deeper subtrees alike with and without
             for from in [1, 3] {
-                let reference = Inside::of(&mut lc, &lx, &trie, &reps, lexes[0], words);
                 let a = Inside::deep(&mut lc, &lx, &trie, &reps, lex, &reference, from, None);
                 let b = Inside::deep(
                     &mut lc,
