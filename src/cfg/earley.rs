@@ -39,6 +39,8 @@ pub struct Grammar {
     own_scan: Vec<Vec<(u32, u32)>>,
     own_wait: Vec<Vec<(u32, u32)>>,
     reach: Vec<Vec<u32>>,
+    /// per nonterminal: whether it ends a rule (only then can a set have a Leo link for it)
+    ends_rule: Vec<bool>,
     items_per_set: usize,
 }
 
@@ -84,6 +86,12 @@ impl Grammar {
             rules.push((l as u32, rhs));
         }
         let nullable = nullable_set(n_nonterminals, &rules);
+        let mut ends_rule = vec![false; n_nonterminals];
+        for (_, rhs) in &rules {
+            if let Some(&y) = rhs.last().filter(|&&y| y >= 0) {
+                ends_rule[y as usize] = true;
+            }
+        }
         let mut next_sym = Vec::new();
         let mut lhs = Vec::new();
         let mut starts: Vec<Vec<u32>> = vec![Vec::new(); n_nonterminals];
@@ -138,6 +146,7 @@ impl Grammar {
             lhs,
             start: start as u32,
             nullable,
+            ends_rule,
             own_scan,
             own_wait,
             reach,
@@ -346,6 +355,7 @@ struct BuildScratch {
 const SCRATCH_KEPT: usize = 1 << 14;
 
 thread_local! {
+    static LEO_PATH: std::cell::Cell<Vec<(Arc<ESet>, u32, Item)>> = const { std::cell::Cell::new(Vec::new()) };
     static SCRATCH: std::cell::Cell<BuildScratch> = std::cell::Cell::new(BuildScratch::default());
 }
 
@@ -376,7 +386,9 @@ impl BuildScratch {
 
 /// A complete item `(dot, origin)`.
 type Item = (u32, Arc<ESet>);
-type Leo = Option<Item>;
+/// Leo's topmost complete item of a path, and what stands for the path's top in signatures
+/// ([`origin_part`]).
+type Leo = Option<(Item, u64)>;
 
 /// `E_k`: an immutable Earley set.
 #[derive(Debug)]
@@ -396,6 +408,7 @@ pub struct ESet {
     pub osig: u64,
     /// the lexer start states of the lexemes that may begin after this set (sorted)
     pub pend: Vec<u32>,
+    /// [`ESet::leo_item`]'s answers, by nonterminal
     leo: Mutex<HashMap<u32, Leo>>,
     next: Mutex<HashMap<u32, Weak<ESet>>>,
     /// the costs of finishing after each nonterminal completed here (`super::complete`), made on
@@ -411,6 +424,22 @@ pub struct Ctx<'a> {
     /// sets built recently, held so that speculative sets asked again soon are not rebuilt
     pub recent: &'a mut VecDeque<Arc<ESet>>,
     pub recent_limit: usize,
+}
+
+/// What an item whose rule `a` began in `origin` keeps of that origin in a signature: the origin is
+/// read only when the item completes, and completing `a` there follows Leo's deterministic path
+/// (when `origin` has one) to its top, so the top stands in (its nonterminal and its set's `osig`,
+/// under tag 2), else `origin.osig`. Without it every element of a right-recursive list (`items:
+/// "," item more`, `more: items |`, which JSON Schema's array and property machines are) had a
+/// signature of its own, the chain of origins below it, and its every step was a first visit.
+fn origin_part(sigs: &mut Sigs, g: &Grammar, origin: &Arc<ESet>, a: u32) -> u64 {
+    if !g.ends_rule[a as usize] {
+        return origin.osig;
+    }
+    match origin.leo_item(g, sigs, a) {
+        Some((_, part)) => part,
+        None => origin.osig,
+    }
 }
 
 impl ESet {
@@ -498,7 +527,7 @@ impl ESet {
                 if x == g.start && origin.index == 0 {
                     accepting = true;
                 }
-                if let Some((ld, lo)) = origin.leo_item(g, x) {
+                if let Some(((ld, lo), _)) = origin.leo_item(cx.g, cx.sigs, x) {
                     agenda.push((ld, lo));
                     continue;
                 }
@@ -532,15 +561,16 @@ impl ESet {
         // origin stands in an item's key by its `osig`; complete items are read by nothing after
         // the set is built (they made `accepting`). Two sets that differ only in what they
         // finished (after `1` or after `true` in a JSON array) then have one signature, and the
-        // states above them one mask. Parts: (0 waiting | 1 scanning, dot, origin's osig).
-        parts.extend(items.iter().filter_map(|&it| {
+        // states above them one mask. Parts: (0 waiting | 1 scanning, dot, origin's part).
+        for &it in items.iter() {
             let d = it >> SHIFT;
             let sym = g.next_sym[d as usize];
-            (sym != END).then(|| {
-                let o = origins[(it & SLOT) as usize - 1].osig;
-                (u64::from(sym < 0) << 32 | d, o)
-            })
-        }));
+            if sym != END {
+                let origin = &origins[(it & SLOT) as usize - 1];
+                let o = origin_part(cx.sigs, g, origin, g.lhs[d as usize]);
+                parts.push((u64::from(sym < 0) << 32 | d, o));
+            }
+        }
         parts.sort_unstable();
         pred.extend(predicted.iter().copied());
         pred.sort_unstable();
@@ -593,14 +623,23 @@ impl ESet {
         Ok(set)
     }
 
-    /// One link of Leo's deterministic reduction path for completing `x` into this set.
-    fn leo_link(&self, g: &Grammar, x: u32) -> Option<(u32, Arc<ESet>)> {
+    /// One link of Leo's deterministic reduction path for completing `x` into this set: its one
+    /// item waiting for `x`, when `x` is the last symbol of its rule. The item may have been
+    /// predicted here (`items: "," item more`, `more: items |`: completing `items` completes
+    /// `more` here, then the list one level down), so a path of a right-recursive list through a
+    /// unit rule stays one link per level, and whole.
+    fn leo_link(self: &Arc<Self>, g: &Grammar, x: u32) -> Option<(u32, Arc<ESet>)> {
         let w = self.waiting.get(x)?;
-        if w.len() != 1 || w[0] & SLOT == 0 {
+        if w.len() != 1 {
             return None;
         }
         let d = (w[0] >> SHIFT) as u32;
-        let o = &self.origins[(w[0] & SLOT) as usize - 1];
+        let slot = (w[0] & SLOT) as usize;
+        let o = if slot == 0 {
+            self
+        } else {
+            &self.origins[slot - 1]
+        };
         if g.next_sym[d as usize + 1] != END || (g.lhs[d as usize] == g.start && o.index == 0) {
             return None;
         }
@@ -608,36 +647,80 @@ impl ESet {
     }
 
     /// Leo's topmost complete item for completing `x` into this set, if the path is deterministic
-    /// (iterative: the path may be as long as the output).
-    fn leo_item(self: &Arc<Self>, g: &Grammar, x: u32) -> Leo {
-        let mut chain: Vec<(Arc<ESet>, u32, Item)> = Vec::new();
+    /// (iterative: the path may be as long as the output), with its part of signatures. A path
+    /// whose top is in the set it starts from is not taken (the set would hold itself).
+    fn leo_item(self: &Arc<Self>, g: &Grammar, sigs: &mut Sigs, x: u32) -> Leo {
+        // (the path's list is this thread's, kept between calls: most paths are a link or two)
+        let mut chain = LEO_PATH.take();
+        let answer = self.leo_path(g, sigs, x, &mut chain);
+        chain.clear();
+        LEO_PATH.set(chain);
+        answer
+    }
+
+    fn leo_path(
+        self: &Arc<Self>,
+        g: &Grammar,
+        sigs: &mut Sigs,
+        x: u32,
+        chain: &mut Vec<(Arc<ESet>, u32, Item)>,
+    ) -> Leo {
         let mut cur = Arc::clone(self);
         let mut sym = x;
+        // links that stay in one set (unit rules predicted there) can go round a cycle of unit
+        // rules: after more of them than there are nonterminals, the path has no top (no link is
+        // taken: each item completes as without Leo)
+        let mut in_set = 0;
         let tail: Leo = loop {
-            if let Some(hit) = lock(&cur.leo).get(&sym) {
-                break hit.clone();
+            if let Some(hit) = cur.leo_memo(sym) {
+                break hit;
             }
             match cur.leo_link(g, sym) {
                 Some((d, o)) => {
+                    in_set = if Arc::ptr_eq(&o, &cur) { in_set + 1 } else { 0 };
+                    if in_set > g.nullable.len() {
+                        for (s, y, _) in chain.iter() {
+                            s.keep_leo(*y, None);
+                        }
+                        return None;
+                    }
                     let up = g.lhs[d as usize];
                     chain.push((Arc::clone(&cur), sym, (d + 1, Arc::clone(&o))));
                     cur = o;
                     sym = up;
                 }
                 None => {
-                    lock(&cur.leo).insert(sym, None);
+                    cur.keep_leo(sym, None);
                     break None;
                 }
             }
         };
-        let mut res = tail;
-        for (s, y, cand) in chain.into_iter().rev() {
-            if res.is_none() {
-                res = Some(cand);
-            }
-            lock(&s.leo).insert(y, res.clone());
+        // the answer for each set of the path, the first (this set's for `x`) last; the top's
+        // part of signatures is interned when an answer first holds it
+        let mut answer = tail.clone();
+        let mut top: Option<(Item, Option<u64>)> = tail.map(|(item, part)| (item, Some(part)));
+        for (s, y, cand) in chain.drain(..).rev() {
+            let (item, part) = top.get_or_insert((cand, None));
+            answer = if Arc::ptr_eq(&item.1, &s) {
+                None
+            } else {
+                let part = *part.get_or_insert_with(|| {
+                    sigs.intern(&[2, u64::from(g.lhs[item.0 as usize]), item.1.osig])
+                });
+                Some(((item.0, Arc::clone(&item.1)), part))
+            };
+            s.keep_leo(y, answer.clone());
         }
-        res
+        answer
+    }
+
+    /// The memo of [`ESet::leo_item`] for `x`: None when not yet asked, else its answer.
+    fn leo_memo(&self, x: u32) -> Option<Leo> {
+        lock(&self.leo).get(&x).cloned()
+    }
+
+    fn keep_leo(&self, x: u32, leo: Leo) {
+        lock(&self.leo).insert(x, leo);
     }
 
     /// `E_{k+1}` after terminal `t`, or None if no item scans `t`. Memoised through a weak
@@ -676,12 +759,12 @@ impl Drop for ESet {
     fn drop(&mut self) {
         let mut stack: Vec<Arc<ESet>> = std::mem::take(&mut self.origins);
         let leo = std::mem::take(&mut *lock(&self.leo));
-        stack.extend(leo.into_values().flatten().map(|(_, s)| s));
+        stack.extend(leo.into_values().flatten().map(|((_, s), _)| s));
         while let Some(a) = stack.pop() {
             if let Ok(mut inner) = Arc::try_unwrap(a) {
                 stack.append(&mut inner.origins);
                 let leo = std::mem::take(&mut *lock(&inner.leo));
-                stack.extend(leo.into_values().flatten().map(|(_, s)| s));
+                stack.extend(leo.into_values().flatten().map(|((_, s), _)| s));
             }
         }
     }
@@ -810,6 +893,82 @@ mod tests {
         assert_eq!(run(&g, &lx, &[0, 1, 1, 0]), Some(true));
         assert_eq!(run(&g, &lx, &[1, 0]), Some(true));
         assert_eq!(run(&g, &lx, &[0, 0, 0]), None);
+    }
+
+    #[test]
+    fn a_right_recursive_list_keeps_one_signature_per_position() {
+        // s -> list "b" ; list -> "a" more ; more -> rest | ; rest -> "c" "a" more
+        // (JSON Schema's array machine: `more` a unit rule predicted in the set after each item)
+        let g = Grammar::new(
+            4,
+            3,
+            &[0, 1, 2, 2, 3],
+            &[0, 2, 4, 5, 5, 8],
+            &[1, !1, !0, 2, 3, !2, !0, 2],
+            0,
+            1000,
+        )
+        .unwrap();
+        let lx = bytes_lexer(3);
+        let mut sigs = Sigs::new(1 << 16);
+        let mut recent = VecDeque::new();
+        let mut cx = Ctx {
+            g: &g,
+            lx: &lx,
+            sigs: &mut sigs,
+            recent: &mut recent,
+            recent_limit: 0,
+        };
+        let mut e = ESet::initial(&mut cx).unwrap();
+        let mut after_item = Vec::new();
+        for k in 0..3000 {
+            if k > 0 {
+                e = e.advance(&mut cx, 2).unwrap().unwrap();
+            }
+            e = e.advance(&mut cx, 0).unwrap().unwrap();
+            after_item.push((e.sig, e.osig));
+        }
+        // the first item (no "c" before it) and the second differ; every later one is the second
+        assert_ne!(after_item[0], after_item[1]);
+        assert!(after_item[1..].iter().all(|&x| x == after_item[1]));
+        let end = e.advance(&mut cx, 1).unwrap().unwrap();
+        assert!(end.accepting);
+        // a path whose top is in the set it starts from is not taken, so no set holds itself:
+        // s -> x "b" | x "c" ; x -> y ; y -> "a" (`x -> . y` is E_0's one item waiting for y)
+        let g = Grammar::new(
+            3,
+            3,
+            &[0, 0, 1, 2],
+            &[0, 2, 4, 5, 6],
+            &[1, !1, 1, !2, 2, !0],
+            0,
+            1000,
+        )
+        .unwrap();
+        let lx = bytes_lexer(3);
+        let mut sigs = Sigs::new(1000);
+        let mut recent = VecDeque::new();
+        let mut cx = Ctx {
+            g: &g,
+            lx: &lx,
+            sigs: &mut sigs,
+            recent: &mut recent,
+            recent_limit: 0,
+        };
+        let e0 = ESet::initial(&mut cx).unwrap();
+        let e1 = e0.advance(&mut cx, 0).unwrap().unwrap();
+        assert!(e1.allows(1) && e1.allows(2));
+        let gone = Arc::downgrade(&e0);
+        drop((e0, e1));
+        assert!(
+            gone.upgrade().is_none(),
+            "E_0 is freed with the sets that hold it"
+        );
+        // the start symbol in a cycle of unit rules: s -> y | "a" ; y -> s
+        let g = Grammar::new(2, 1, &[0, 0, 1], &[0, 1, 2, 3], &[1, !0, 0], 0, 1000).unwrap();
+        let lx = bytes_lexer(1);
+        assert_eq!(run(&g, &lx, &[0]), Some(true));
+        assert_eq!(run(&g, &lx, &[0, 0]), None);
     }
 
     #[test]
