@@ -467,6 +467,34 @@ def test_long_right_recursive_output_stays_cheap_and_frees() -> None:
     del s, done
 
 
+def test_elements_of_a_json_schema_array_share_their_states() -> None:
+    """An array's items are a right-recursive list through a unit rule (`a16_1: "," item a16_1?`):
+    after the second element every element passes through the same states (the same keys, so
+    one mask each), the masks agree with the Python engine's, and the array still closes."""
+    vocab = gm.Vocabulary.from_tokens([b"", *(bytes([c]) for c in b'[]{},:" 0123456789a')], eos_token_id=0)
+    schema = {"type": "array", "items": {"type": "object", "properties": {"a": {"type": "integer"}},
+                                         "required": ["a"], "additionalProperties": False}}
+    grammar = gm.JsonSchema(schema)
+    nat = grammar.compile(vocab)
+    assert isinstance(nat, NativeCompiledCfg)
+    spec = grammar.compile(vocab, engine="python")
+    ids = {vocab.token_bytes[i]: i for i in range(1, vocab.size)}
+    s, p = nat.initial_state(), spec.initial_state()
+    keys: list[list[tuple[Any, ...]]] = []
+    for k in range(12):
+        element = (b"[" if k == 0 else b",") + b'{"a":%d}' % (k * 7)
+        trail = []
+        for ch in element:
+            assert np.array_equal(np.asarray(nat.state_mask_words(s)), np.asarray(spec.state_mask_words(p)))
+            trail.append(tuple(s.key))
+            s, p = nat.advance_state(s, ids[bytes([ch])]), spec.advance_state(p, ids[bytes([ch])])
+        keys.append(trail)
+    assert keys[1] != keys[0]
+    assert all(trail[: len(keys[2])] == keys[2][: len(trail)] for trail in keys[2:])
+    done = nat.advance_state(s, ids[b"]"])
+    assert nat.is_accepting_state(done)
+
+
 @pytest.mark.parametrize("text", ['start: s\ns: s s | "a"', 'root ::= root root | "a"'])
 def test_item_budget_raises_and_keeps_the_state(text: str) -> None:
     g = Lark(text) if text.startswith("start") else Gbnf(text)
