@@ -355,7 +355,7 @@ struct BuildScratch {
 const SCRATCH_KEPT: usize = 1 << 14;
 
 thread_local! {
-    static LEO_PATH: std::cell::Cell<Vec<(Arc<ESet>, u32, Item)>> = const { std::cell::Cell::new(Vec::new()) };
+    static LEO_PATH: std::cell::Cell<LeoPath> = const { std::cell::Cell::new(Vec::new()) };
     static SCRATCH: std::cell::Cell<BuildScratch> = std::cell::Cell::new(BuildScratch::default());
 }
 
@@ -386,6 +386,8 @@ impl BuildScratch {
 
 /// A complete item `(dot, origin)`.
 type Item = (u32, Arc<ESet>);
+/// The links of a Leo path being followed: (set, nonterminal completed into it, the item it gives).
+type LeoPath = Vec<(Arc<ESet>, u32, Item)>;
 /// Leo's topmost complete item of a path, and what stands for the path's top in signatures
 /// ([`origin_part`]).
 type Leo = Option<(Item, u64)>;
@@ -663,7 +665,7 @@ impl ESet {
         g: &Grammar,
         sigs: &mut Sigs,
         x: u32,
-        chain: &mut Vec<(Arc<ESet>, u32, Item)>,
+        chain: &mut LeoPath,
     ) -> Leo {
         let mut cur = Arc::clone(self);
         let mut sym = x;
