@@ -315,18 +315,10 @@ impl Lexer {
             for &(x, y) in &level {
                 self.pair_steps(x, y, &mut steps);
                 for &(nx, ny) in &steps {
-                    let (i, j) = (nx as usize, ny as usize);
-                    if nx == 0
-                        || ny == 0
-                        || self.accepting[i] != self.accepting[j]
-                        || self.reaccept[i] != self.reaccept[j]
-                        || self.term_of[i] != self.term_of[j]
-                        // each close would leave its own state as a shadow
-                        || (self.accepting[i] && self.greedy[self.term_of[i] as usize] && self.reaccept[i])
-                    {
+                    if self.tells_apart(nx, ny) {
                         return at;
                     }
-                    if self.reaccept[i] && seen.insert((nx, ny)) {
+                    if self.reaccept[nx as usize] && seen.insert((nx, ny)) {
                         if seen.len() > pairs {
                             return at;
                         }
@@ -341,6 +333,19 @@ impl Lexer {
             }
         }
         depth + 1
+    }
+
+    /// Whether states `nx` and `ny`, stepped to alike from a pair [`Lexer::first_difference`]
+    /// compares, differ at once: a dead one, or a different acceptance, future or terminal, or a
+    /// close that would leave its own state as a shadow.
+    fn tells_apart(&self, nx: u32, ny: u32) -> bool {
+        let (i, j) = (nx as usize, ny as usize);
+        nx == 0
+            || ny == 0
+            || self.accepting[i] != self.accepting[j]
+            || self.reaccept[i] != self.reaccept[j]
+            || self.term_of[i] != self.term_of[j]
+            || (self.accepting[i] && self.greedy[self.term_of[i] as usize] && self.reaccept[i])
     }
 
     /// The pairs of states `x` and `y` step to by one class where they step apart, in class order,
@@ -987,7 +992,8 @@ mod tests {
     use super::*;
     use crate::test_rng::Rng;
 
-    /// [`Lexer::first_difference`] as it was written first: the rows compared a class at a time.
+    /// [`Lexer::first_difference`] as it was written first: the rows compared a class at a time
+    /// (the pairs judged by the same [`Lexer::tells_apart`]).
     fn first_difference_by_class(lx: &Lexer, a: u32, b: u32, depth: usize, pairs: usize) -> usize {
         let mut seen: HashSet<(u32, u32)> = HashSet::default();
         let mut level = vec![(a, b)];
@@ -1000,17 +1006,10 @@ mod tests {
                         continue;
                     }
                     last = (nx, ny);
-                    let (i, j) = (nx as usize, ny as usize);
-                    if nx == 0
-                        || ny == 0
-                        || lx.accepting[i] != lx.accepting[j]
-                        || lx.reaccept[i] != lx.reaccept[j]
-                        || lx.term_of[i] != lx.term_of[j]
-                        || (lx.accepting[i] && lx.greedy[lx.term_of[i] as usize] && lx.reaccept[i])
-                    {
+                    if lx.tells_apart(nx, ny) {
                         return at;
                     }
-                    if lx.reaccept[i] && seen.insert((nx, ny)) {
+                    if lx.reaccept[nx as usize] && seen.insert((nx, ny)) {
                         if seen.len() > pairs {
                             return at;
                         }
