@@ -852,17 +852,35 @@ mod tests {
         Lexer::new(table, acc, term, start, vec![true; n], vec![false; n]).unwrap()
     }
 
+    /// What a test's [`Ctx`] borrows besides the grammar and the lexer.
+    struct Held {
+        sigs: Sigs,
+        recent: VecDeque<Arc<ESet>>,
+    }
+
+    impl Held {
+        fn new(signatures: usize) -> Self {
+            Held {
+                sigs: Sigs::new(signatures),
+                recent: VecDeque::new(),
+            }
+        }
+
+        fn cx<'a>(&'a mut self, g: &'a Grammar, lx: &'a Lexer, recent_limit: usize) -> Ctx<'a> {
+            Ctx {
+                g,
+                lx,
+                sigs: &mut self.sigs,
+                recent: &mut self.recent,
+                recent_limit,
+            }
+        }
+    }
+
     /// Recognise `terms` with the grammar; None when a terminal is refused.
     fn run(g: &Grammar, lx: &Lexer, terms: &[u32]) -> Option<bool> {
-        let mut sigs = Sigs::new(1000);
-        let mut recent = VecDeque::new();
-        let mut cx = Ctx {
-            g,
-            lx,
-            sigs: &mut sigs,
-            recent: &mut recent,
-            recent_limit: 4,
-        };
+        let mut held = Held::new(1000);
+        let mut cx = held.cx(g, lx, 4);
         let mut e = ESet::initial(&mut cx).unwrap();
         for &t in terms {
             e = e.advance(&mut cx, t).unwrap()?;
@@ -912,15 +930,8 @@ mod tests {
         )
         .unwrap();
         let lx = bytes_lexer(3);
-        let mut sigs = Sigs::new(1 << 16);
-        let mut recent = VecDeque::new();
-        let mut cx = Ctx {
-            g: &g,
-            lx: &lx,
-            sigs: &mut sigs,
-            recent: &mut recent,
-            recent_limit: 0,
-        };
+        let mut held = Held::new(1 << 16);
+        let mut cx = held.cx(&g, &lx, 0);
         let mut e = ESet::initial(&mut cx).unwrap();
         let mut after_item = Vec::new();
         for k in 0..3000 {
@@ -948,15 +959,8 @@ mod tests {
         )
         .unwrap();
         let lx = bytes_lexer(3);
-        let mut sigs = Sigs::new(1000);
-        let mut recent = VecDeque::new();
-        let mut cx = Ctx {
-            g: &g,
-            lx: &lx,
-            sigs: &mut sigs,
-            recent: &mut recent,
-            recent_limit: 0,
-        };
+        let mut held = Held::new(1000);
+        let mut cx = held.cx(&g, &lx, 0);
         let e0 = ESet::initial(&mut cx).unwrap();
         let e1 = e0.advance(&mut cx, 0).unwrap().unwrap();
         assert!(e1.allows(1) && e1.allows(2));
@@ -978,15 +982,8 @@ mod tests {
         // s -> s s | "a": n**2 / 2 items after n lexemes
         let g = Grammar::new(1, 1, &[0, 0], &[0, 2, 3], &[0, 0, !0], 0, 50).unwrap();
         let lx = bytes_lexer(1);
-        let mut sigs = Sigs::new(10);
-        let mut recent = VecDeque::new();
-        let mut cx = Ctx {
-            g: &g,
-            lx: &lx,
-            sigs: &mut sigs,
-            recent: &mut recent,
-            recent_limit: 0,
-        };
+        let mut held = Held::new(10);
+        let mut cx = held.cx(&g, &lx, 0);
         let mut e = ESet::initial(&mut cx).unwrap();
         let err = loop {
             match e.advance(&mut cx, 0) {
