@@ -115,11 +115,12 @@ def _snapshot(compiled: CompiledGrammar) -> tuple[Any, ...] | None:
 
 def _restore(snap: Any, vocab: Vocabulary, limits: Limits,
              remake: Callable[[], Any] | None = None) -> CompiledGrammar | None:
-    from .cfg import CompiledCfg
     from .engine import compile_cfg
 
     try:
         if snap[0] == "cfg+tables":
+            from .cfg import CompiledCfg  # (the Python engine: imported only for its own entries)
+
             _, cfg, lex, earley = snap
             return CompiledCfg(cfg, vocab, limits, tables=(lex, earley))
         if snap[0] == "tables" and remake is not None:
