@@ -100,16 +100,24 @@ impl Block<'_> {
 /// node `i` has a label `inside` takes. One pass over the nodes in reverse preorder, where a node
 /// comes after its whole subtree: `ok[d]` holds whether the nodes of depth `d` met since the last
 /// shallower one (the children of the next node of depth `d - 1`) are inside with such subtrees.
+/// A word of bits is filled at a time, over slices of the block's nodes, without branches on the
+/// labels (SQL's first masks made 66 blocks in 6.7 M instructions, about 25 a node).
 fn block(trie: &TokenTrie, inside: &[bool; 256], start: usize) -> Vec<u64> {
     let end = trie.end[start] as usize;
+    let (depth, label) = (&trie.depth[start..end], &trie.label[start..end]);
     let mut bits = vec![0u64; (end - start).div_ceil(64)];
     let mut ok = vec![true; trie.max_depth + 2];
-    for i in (start..end).rev() {
-        let d = trie.depth[i] as usize;
-        let below = std::mem::replace(&mut ok[d + 1], true);
-        let j = i - start;
-        bits[j / 64] |= u64::from(below) << (j % 64);
-        ok[d] &= below && inside[usize::from(trie.label[i])];
+    for (w, word) in bits.iter_mut().enumerate().rev() {
+        let lo = w * 64;
+        let hi = (lo + 64).min(end - start);
+        let mut acc = 0u64;
+        for (j, (&d, &l)) in depth[lo..hi].iter().zip(&label[lo..hi]).enumerate().rev() {
+            let d = d as usize;
+            let below = std::mem::replace(&mut ok[d + 1], true);
+            acc |= u64::from(below) << j;
+            ok[d] &= below & inside[usize::from(l)];
+        }
+        *word = acc;
     }
     bits
 }
