@@ -29,6 +29,16 @@ cold_cache.use()  # compile times are first compiles: no grammar from an earlier
 _KIND = {"labels": "labels", "regex": "regex", "json_schema": "json", "lark": "lark", "gbnf": "gbnf"}
 
 
+def prepare_vocabulary(vocab: gm.Vocabulary) -> None:
+    """What grammarmask does once per vocabulary (and process) before its first compile: timed
+    apart from compiles, by the harness as the vocabulary's preprocessing."""
+    vocab.trie  # noqa: B018 - the byte trie of the Python engine and the token index
+    vocab.fingerprint  # noqa: B018 - its content hash, the disk cache's key (once per vocabulary)
+    if native.available():  # the native engine's copy of the token bytes and its byte trie
+        native.native_vocabulary(vocab)
+    disk_cache.code_hash()  # once per process (a hash of grammarmask's sources), as a server pays it
+
+
 class GrammarmaskEngine(Engine):
     name = "grammarmask"
 
@@ -36,11 +46,7 @@ class GrammarmaskEngine(Engine):
         self.vocab = gm.Vocabulary.from_tokens(
             self.token_bytes, eos_token_id=self.eos, special_token_ids=self.specials, size=self.size
         )
-        self.vocab.trie  # noqa: B018 - the vocabulary preprocessing, timed by the harness
-        self.vocab.fingerprint  # noqa: B018 - its content hash, the disk cache's key (once per vocabulary)
-        if native.available():  # the native engine's copy of the token bytes and its byte trie
-            native.native_vocabulary(self.vocab)
-        disk_cache.code_hash()  # once per process (a hash of grammarmask's sources), as a server pays it
+        prepare_vocabulary(self.vocab)
 
     def compile(self, kind: str, source: Any) -> Any:
         try:
