@@ -12,8 +12,8 @@
 2. Full compile (``JsonSchema(s).compile(vocab)``: generation + Lark front end + CFG index) on
    ``--full`` schemas spread evenly over the sample, every cache cleared: p50/p90/max, wall clock
    and the process's CPU time (steadier on a shared machine). The vocabulary is prepared first and
-   timed apart, as the harness does (the native engine's copy of it and its byte trie: ~50 ms
-   the first compile had paid).
+   timed apart, as the harness does (the native engine's copy of it and its byte trie, and its
+   fingerprint for the disk cache's keys: 50-350 ms the first compile had paid).
 3. Mask time: for ``--mask`` compiled schemas, each valid instance (``json.dumps(ensure_ascii=False)``,
    tokenized by the real tokenizer) is decoded while timing ``Matcher.fill_mask`` into a preallocated
    ``[1, ceil(V/32)]`` int32 buffer at every step, EOS step included: p50/p99 over all steps.
