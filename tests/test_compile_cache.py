@@ -7,6 +7,7 @@ that cannot be read are made again; keys follow the limits, the engine, the voca
 from __future__ import annotations
 
 import functools
+import json
 import os
 import pickle
 import random
@@ -374,3 +375,29 @@ def test_a_new_process_reads_the_compiled_grammar(cache_dir: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent)], capture_output=True,
                          text=True, check=True, env={**os.environ, "GRAMMARMASK_CACHE_DIR": str(cache_dir)})
     assert out.stdout.strip() == str(made.matcher().mask().token_ids().tolist())
+
+
+def test_a_restored_native_grammar_leaves_the_python_engine_unimported(cache_dir: Path) -> None:
+    """A new process rebuilds the native engine's entry without importing the Python engine (its
+    import was 30 ms of such a process's first restored JSON Schema compile)."""
+    code = (
+        "import json, sys, warnings\n"
+        "import grammarmask as gm\n"
+        "from grammarmask import compile_cache\n"
+        "restored = []\n"
+        "def restore(*a, _restore=compile_cache._restore):\n"
+        "    restored.append(_restore(*a)); return restored[-1]\n"
+        "compile_cache._restore = restore\n"
+        "warnings.simplefilter('ignore')\n"
+        "vocab = gm.Vocabulary([bytes([b]) for b in range(256)] + [b''], eos_token_id=256)\n"
+        "gm.JsonSchema(json.loads(sys.argv[1]), strict=False).compile(vocab)\n"
+        "print(bool(restored and restored[0] is not None), 'grammarmask.cfg.compiled' in sys.modules)\n"
+    )
+    env = {**os.environ, "GRAMMARMASK_CACHE_DIR": str(cache_dir), "GRAMMARMASK_NATIVE_CFG": "1"}
+
+    def run() -> str:
+        args = [sys.executable, "-c", code, json.dumps(SCHEMA)]
+        return subprocess.run(args, capture_output=True, text=True, check=True, env=env).stdout.strip()
+
+    assert run() == "False False"  # made, and its entry written at exit
+    assert run() == "True False"  # read back, the Python engine never imported
