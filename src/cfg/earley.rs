@@ -680,7 +680,7 @@ impl ESet {
             match cur.leo_link(g, sym) {
                 Some((d, o)) => {
                     in_set = if Arc::ptr_eq(&o, &cur) { in_set + 1 } else { 0 };
-                    if in_set > g.nullable.len() {
+                    if in_set > g.n_nonterminals() {
                         for (s, y, _) in chain.iter() {
                             s.keep_leo(*y, None);
                         }
