@@ -38,11 +38,12 @@ pub struct TokenTrie {
 
 /// Maps of at most this many classes are coarsened by one scan of the byte trie, through a dense
 /// table of a row of `classes` cells per class node, while the table stays within
-/// [`SCAN_TABLE_CELLS`]; other maps group byte nodes class node by class node. (A 1,000-label
-/// alternation's map has some 50 classes and a class trie of tens of thousands of nodes: its
-/// table grew to tens of MB and took twice as long as the grouping, 37-47 against 18 ms.)
-const SCAN_CLASSES: usize = 16;
-const SCAN_TABLE_CELLS: usize = 1 << 19;
+/// [`SCAN_TABLE_CELLS`] (16 MB); other maps group byte nodes class node by class node. (The CFG
+/// engine's class tries have at most 32 classes. A map of 55 classes with a class trie of 139k
+/// nodes passes the bound late in the scan: scan and grouping then took 22 ms, the grouping alone
+/// 16-17. Under the bound the scan is faster: 29 classes, 54k nodes, 4.1 against 6.6 ms.)
+const SCAN_CLASSES: usize = 32;
+const SCAN_TABLE_CELLS: usize = 1 << 22;
 
 /// [`TokenTrie::single`] of a node without tokens, and of one with several.
 pub const NO_TOKEN: u32 = u32::MAX;
@@ -118,9 +119,10 @@ impl TokenTrie {
     /// The trie of the same tokens under `map`, read off this byte trie (labels are bytes): a node
     /// of the result is the set of byte-trie nodes at its depth whose byte strings map to its class
     /// string, so its children are their children grouped by class. One pass over the byte trie's
-    /// nodes instead of sorting every token again: the same arrays as [`TokenTrie::build`] with
-    /// `map` (preorder, children by class, each node's tokens ascending), several times faster
-    /// (tekken: the radix sort reads every byte of every token at every depth's regrouping).
+    /// nodes instead of sorting every token again: the same trie as [`TokenTrie::build`] with
+    /// `map` (preorder, children by class), several times faster (tekken: the radix sort reads
+    /// every byte of every token at every depth's regrouping). A node's tokens come in the byte
+    /// trie's order (by their bytes), not ascending: every reader of a node's tokens sets bits.
     /// Bytes `map` sends to [`DROPPED`] take their tokens out, with the byte trie's subtrees below
     /// them unread: a grammar of ASCII text reads a small part of the byte trie. Two ways, the same
     /// arrays: one forward scan for maps of few classes (`coarsen_by_scan`), else the
@@ -140,38 +142,47 @@ impl TokenTrie {
         scanned.unwrap_or_else(|| self.coarsen_by_groups(map))
     }
 
-    /// [`TokenTrie::coarsen`] for a map of at most [`SCAN_CLASSES`] classes (`0 .. k`): one forward
-    /// scan of the byte trie, which reads its arrays in order (skipping dropped subtrees), gives
-    /// each byte node its class node through a dense (class node, class) -> child table; the class
-    /// nodes are then numbered in preorder and their tokens bucketed. The grouping walk reads a
-    /// node's children scattered over the trie, a cache miss or two each: arithmetic.lark's class
-    /// trie over tekken took 3.3 ms that way, 2.0-2.5 ms so. None when the table would pass
-    /// `max_cells` cells.
+    /// [`TokenTrie::coarsen`] by one forward scan of the byte trie, which reads its arrays in order
+    /// (skipping dropped subtrees) and gives each byte node its class node through a dense
+    /// (class node, class) -> child table; the class nodes are then numbered in preorder from
+    /// their subtree sizes (which give `end`, and `deepest` with them, without a search), and the
+    /// tokens dealt to them in the byte trie's order. The grouping walk reads a node's children
+    /// scattered over the trie, a cache miss or two each: arithmetic.lark's class trie over tekken
+    /// took 3.3 ms that way, 1.6-2.1 so (3.2-3.8 before the ranks came from subtree sizes and the
+    /// tokens from the nodes holding them). None when the table would pass `max_cells` cells.
     fn coarsen_by_scan(&self, map: &[u8; 256], k: usize, max_cells: usize) -> Option<TokenTrie> {
         const NONE: u32 = u32::MAX;
         let n = self.n_nodes();
-        // class nodes in order of creation: child[c * k + class], parent's depth + 1, label
-        let mut child: Vec<u32> = vec![NONE; k.max(1)];
+        let k = k.max(1);
+        // class nodes in order of creation (a parent before its children): child[c * k + class],
+        // parent, depth, label, number of tokens
+        let mut child: Vec<u32> = vec![NONE; k];
+        let mut c_parent: Vec<u32> = vec![0];
         let mut c_depth: Vec<u32> = vec![0];
         let mut c_label: Vec<u8> = vec![0];
         let mut c_tokens: Vec<u32> = vec![self.tokens(0).len() as u32];
-        // each kept token's class node (by creation, then by preorder rank)
-        let n_tokens = self.tok_ids.iter().max().map_or(0, |&t| t as usize + 1);
-        let mut node_of = vec![NONE; n_tokens];
-        for &t in self.tokens(0) {
-            node_of[t as usize] = 0;
-        }
+        // (class node, byte node) of each byte node holding tokens, in preorder: the tokens are
+        // dealt from it afterwards, in order (writing each token's class node as it came, by
+        // token id, was a random write per token and a third of the coarsening)
+        let mut holders: Vec<(u32, u32)> = vec![(0, 0); n + 1];
+        let mut n_holders = 1;
         // the class node of the last byte node met at each depth: in preorder, with dropped
         // subtrees skipped whole, a node's parent is the last node met one level up
         let mut at_depth: Vec<u32> = vec![0; self.max_depth + 1];
+        let (label, depth, end, ptr) = (
+            &self.label[..n],
+            &self.depth[..n],
+            &self.end[..n],
+            &self.tok_ptr[..=n],
+        );
         let mut b = 1;
         while b < n {
-            let class = map[usize::from(self.label[b])];
+            let class = map[usize::from(label[b])];
             if class == DROPPED {
-                b = self.end[b] as usize;
+                b = end[b] as usize;
                 continue;
             }
-            let d = self.depth[b] as usize;
+            let d = depth[b] as usize;
             let parent = at_depth[d - 1] as usize;
             let slot = parent * k + usize::from(class);
             let mut cn = child[slot];
@@ -182,56 +193,87 @@ impl TokenTrie {
                 cn = c_depth.len() as u32;
                 child[slot] = cn;
                 child.resize(child.len() + k, NONE);
+                c_parent.push(parent as u32);
                 c_depth.push(c_depth[parent] + 1);
                 c_label.push(class);
                 c_tokens.push(0);
             }
-            let toks = self.tokens(b);
-            c_tokens[cn as usize] += toks.len() as u32;
-            for &t in toks {
-                node_of[t as usize] = cn;
-            }
+            // (without a branch: whether a node holds tokens is a coin toss to the predictor)
+            let held = ptr[b + 1] - ptr[b];
+            c_tokens[cn as usize] += held;
+            holders[n_holders] = (cn, b as u32);
+            n_holders += usize::from(held != 0);
             at_depth[d] = cn;
             b += 1;
         }
-        // preorder of the class nodes, children in class order
+        drop(child);
         let m = c_depth.len();
-        let mut order: Vec<u32> = Vec::with_capacity(m);
-        let mut stack: Vec<u32> = vec![0];
-        while let Some(cn) = stack.pop() {
-            order.push(cn);
-            let row = &child[cn as usize * k..cn as usize * k + k];
-            stack.extend(row.iter().rev().filter(|&&x| x != NONE));
+        // preorder ranks, children in class order: subtree sizes (children come after their
+        // parents in creation order), then each node placed after its parent and the subtrees of
+        // its siblings of smaller classes
+        let mut size = vec![1u32; m];
+        let mut deepest = c_depth.clone();
+        for cn in (1..m).rev() {
+            let p = c_parent[cn] as usize;
+            size[p] += size[cn];
+            deepest[p] = deepest[p].max(deepest[cn]);
         }
+        // the class nodes by class (a counting sort: stable, so by creation within a class)
+        let mut by_class = vec![0u32; m - 1];
+        let mut start = vec![0u32; k + 1];
+        for &c in &c_label[1..] {
+            start[usize::from(c) + 1] += 1;
+        }
+        for c in 0..k {
+            start[c + 1] += start[c];
+        }
+        for (cn, &c) in c_label.iter().enumerate().skip(1) {
+            by_class[start[usize::from(c)] as usize] = cn as u32;
+            start[usize::from(c)] += 1;
+        }
+        // each node's offset below its parent (siblings met in class order), then its rank
+        let mut below = vec![1u32; m]; // the next free offset below each node
         let mut rank = vec![0u32; m];
-        for (i, &cn) in order.iter().enumerate() {
-            rank[cn as usize] = i as u32;
+        for &cn in &by_class {
+            let p = c_parent[cn as usize] as usize;
+            rank[cn as usize] = below[p];
+            below[p] += size[cn as usize];
+        }
+        for cn in 1..m {
+            rank[cn] += rank[c_parent[cn] as usize];
         }
         let mut out = TokenTrie {
-            label: order.iter().map(|&cn| c_label[cn as usize]).collect(),
-            depth: order.iter().map(|&cn| c_depth[cn as usize]).collect(),
-            tok_ptr: Vec::with_capacity(m + 1),
+            label: vec![0; m],
+            depth: vec![0; m],
+            end: vec![0; m],
+            deepest: vec![0; m],
+            tok_ptr: vec![0; m + 1],
             ..TokenTrie::default()
         };
+        for cn in 0..m {
+            let r = rank[cn] as usize;
+            out.label[r] = c_label[cn];
+            out.depth[r] = c_depth[cn];
+            out.end[r] = rank[cn] + size[cn];
+            out.deepest[r] = deepest[cn];
+            out.tok_ptr[r + 1] = c_tokens[cn];
+        }
+        for r in 0..m {
+            out.tok_ptr[r + 1] += out.tok_ptr[r];
+        }
         out.max_depth = out.depth.iter().max().map_or(0, |&d| d as usize);
-        out.tok_ptr.push(0);
-        for &cn in &order {
-            let last = *out.tok_ptr.last().unwrap_or(&0);
-            out.tok_ptr.push(last + c_tokens[cn as usize]);
-        }
-        // each class node's tokens ascending: every kept token's class node, then the tokens in
-        // id order dealt to their nodes (a counting sort; sorting each node's tokens, gathered
-        // from up to thousands of byte nodes, took a third of the coarsening)
-        out.tok_ids = vec![0; *out.tok_ptr.last().unwrap_or(&0) as usize];
-        let mut next: Vec<u32> = out.tok_ptr[..m].to_vec();
-        for (t, &cn) in node_of.iter().enumerate() {
-            if cn != NONE {
-                let r = rank[cn as usize] as usize;
-                out.tok_ids[next[r] as usize] = t as u32;
-                next[r] += 1;
+        // each class node's tokens, in the byte trie's order of their nodes
+        out.tok_ids = vec![0; out.tok_ptr[m] as usize];
+        let mut next: Vec<u32> = rank.iter().map(|&r| out.tok_ptr[r as usize]).collect();
+        for &(cn, b) in &holders[..n_holders] {
+            let mut at = next[cn as usize] as usize;
+            for &t in self.tokens(b as usize) {
+                out.tok_ids[at] = t;
+                at += 1;
             }
+            next[cn as usize] = at as u32;
         }
-        out.finish();
+        out.fill_token_tables(); // `end` and `deepest` are made above, without a search
         Some(out)
     }
 
@@ -253,7 +295,6 @@ impl TokenTrie {
             out.label.push(label);
             out.depth.push(d);
             out.max_depth = out.max_depth.max(d as usize);
-            let mark = out.tok_ids.len();
             kids.clear();
             for &b in &pool[start..start + len] {
                 let b = b as usize;
@@ -272,9 +313,6 @@ impl TokenTrie {
                     kids.push((class, c as u32));
                     c = self.end[c] as usize;
                 }
-            }
-            if len > 1 {
-                out.tok_ids[mark..].sort_unstable();
             }
             out.tok_ptr.push(out.tok_ids.len() as u32);
             // the kids bucketed by class (a stable counting sort: each class's nodes stay ascending,
@@ -353,30 +391,40 @@ impl TokenTrie {
                 c = self.end[c] as usize;
             }
         }
+        self.fill_token_tables();
+    }
+
+    /// `by_len`, `len_ptr` and `single`, read off the nodes' tokens.
+    fn fill_token_tables(&mut self) {
+        let n = self.label.len();
+        let (depth, ptr, ids) = (&self.depth[..n], &self.tok_ptr[..=n], &self.tok_ids[..]);
         let mut count = vec![0u32; self.max_depth + 2];
-        for i in 0..n {
-            count[self.depth[i] as usize + 1] += self.tokens(i).len() as u32;
+        for (&d, w) in depth.iter().zip(ptr.windows(2)) {
+            count[d as usize + 1] += w[1] - w[0];
         }
         for d in 0..=self.max_depth {
             count[d + 1] += count[d];
         }
         let mut at = count.clone();
-        self.by_len = vec![0; self.tok_ids.len()];
-        for i in 0..n {
-            let d = self.depth[i] as usize;
-            for k in self.tok_ptr[i]..self.tok_ptr[i + 1] {
-                self.by_len[at[d] as usize] = self.tok_ids[k as usize];
-                at[d] += 1;
+        let mut by_len = vec![0; ids.len()];
+        for (&d, w) in depth.iter().zip(ptr.windows(2)) {
+            let mut to = at[d as usize] as usize;
+            for &t in &ids[w[0] as usize..w[1] as usize] {
+                by_len[to] = t;
+                to += 1;
             }
+            at[d as usize] = to as u32;
         }
-        self.len_ptr = count;
-        self.single = (0..n)
-            .map(|i| match self.tokens(i) {
-                [] => NO_TOKEN,
-                [t] => *t,
+        self.single = ptr
+            .windows(2)
+            .map(|w| match w[1] - w[0] {
+                0 => NO_TOKEN,
+                1 => ids[w[0] as usize],
                 _ => MANY,
             })
             .collect();
+        self.by_len = by_len;
+        self.len_ptr = count;
     }
 
     /// The tokens of `d` classes or more.
@@ -601,8 +649,16 @@ mod tests {
             assert_eq!(got.depth, want.depth);
             assert_eq!(got.end, want.end);
             assert_eq!(got.tok_ptr, want.tok_ptr);
-            assert_eq!(got.tok_ids, want.tok_ids);
             assert_eq!(got.max_depth, want.max_depth);
+            assert_eq!(got.deepest, want.deepest);
+            assert_eq!(got.len_ptr, want.len_ptr);
+            for i in 0..got.n_nodes() {
+                // the same tokens at each node; coarsen lists them by their bytes, not ascending
+                let mut g = got.tokens(i).to_vec();
+                g.sort_unstable();
+                assert_eq!(g, want.tokens(i));
+                assert_eq!(got.single[i], want.single[i]);
+            }
         }
         // dropped bytes take their tokens out: the class trie of the tokens without them
         m[usize::from(b'x')] = DROPPED;
