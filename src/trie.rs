@@ -291,6 +291,10 @@ impl TokenTrie {
         let mut kids: Vec<(u8, u32)> = Vec::new();
         let mut count = [0u32; 256]; // kids per class (zero between nodes)
         let mut touched: Vec<u8> = Vec::new();
+        // where each touched class's kids go in `pool` (only touched classes' entries are read;
+        // a fresh 256-entry array per class node, and its copy, cost most of a 139k-node trie)
+        let mut first = [0usize; 256];
+        let mut next = [0usize; 256];
         while let Some((start, len, d, label)) = stack.pop() {
             out.label.push(label);
             out.depth.push(d);
@@ -318,15 +322,13 @@ impl TokenTrie {
             // the kids bucketed by class (a stable counting sort: each class's nodes stay ascending,
             // as the parents are ascending and a parent's children follow it in preorder)
             touched.sort_unstable();
-            let base = pool.len();
-            let mut at = base;
-            let mut first = [0usize; 256];
+            let mut at = pool.len();
             for &class in &touched {
                 first[usize::from(class)] = at;
+                next[usize::from(class)] = at;
                 at += count[usize::from(class)] as usize;
             }
             pool.resize(at, 0);
-            let mut next = first;
             for &(class, c) in &kids {
                 pool[next[usize::from(class)]] = c;
                 next[usize::from(class)] += 1;
