@@ -16,7 +16,7 @@ what lark's compile decides:
 
 A grammar that fails one of these checks, and one with templates (which lark expands and this
 module does not), goes to lark's compile instead (:func:`compile_rules` returns None), so lark
-words the refusal. ``tests/test_lark_rules.py`` holds the two ways to the same language.
+words the refusal. ``tests/test_lark_syntax.py`` holds the two ways to the same language.
 """
 
 from __future__ import annotations
@@ -140,40 +140,43 @@ def _width(regexp: str) -> tuple[int, int]:
     return lo, hi
 
 
-def _terminal_pattern(t: Any) -> Any:
+def _terminal_pattern(tree: Any) -> Any:
     """The lark ``Pattern`` of a terminal's tree, built as lark's ``TerminalTreeToPattern`` builds it
     (alternatives longest first, groups as ``(?:...)``), so its regex text is lark's."""
     from lark.lexer import PatternRE, PatternStr
     from lark.tree import Tree
 
-    d, ch = t.data, t.children
-    if d == "expansions":
-        ps = [_terminal_pattern(c) for c in ch]
-        if len(ps) == 1:
-            return ps[0]
-        ps.sort(key=_longest_first)
-        return PatternRE(f"(?:{'|'.join(p.to_regexp() for p in ps)})", ())
-    if d == "expansion":
-        if not ch:
-            return PatternStr("")
-        ps = [_terminal_pattern(c) for c in ch]
-        return ps[0] if len(ps) == 1 else PatternRE("".join(p.to_regexp() for p in ps), ())
-    if d in ("expr", "maybe"):
-        inner = _terminal_pattern(ch[0])
-        op = "?" if d == "maybe" else str(ch[1])
-        if op == "~":
-            lo, hi = int(ch[2]), int(ch[-1])
-            if hi < lo or lo < 0:
-                raise _ToLark
-            op = f"{{{lo}}}" if len(ch) == 3 else f"{{{lo},{hi}}}"
-        return PatternRE(f"(?:{inner.to_regexp()}){op}", inner.flags)
-    if d == "value" and isinstance(ch[0], Tree):
-        return _terminal_pattern(ch[0])
-    if d == "literal":
-        return _literal(ch[0])
-    if d == "range":
-        return _range(*ch)
-    raise _ToLark  # an alias, a rule or a template in a terminal: lark words the refusal
+    def pattern(t: Any) -> Any:  # (the imports above once per terminal, not once per subtree)
+        d, ch = t.data, t.children
+        if d == "expansions":
+            ps = [pattern(c) for c in ch]
+            if len(ps) == 1:
+                return ps[0]
+            ps.sort(key=_longest_first)
+            return PatternRE(f"(?:{'|'.join(p.to_regexp() for p in ps)})", ())
+        if d == "expansion":
+            if not ch:
+                return PatternStr("")
+            ps = [pattern(c) for c in ch]
+            return ps[0] if len(ps) == 1 else PatternRE("".join(p.to_regexp() for p in ps), ())
+        if d in ("expr", "maybe"):
+            inner = pattern(ch[0])
+            op = "?" if d == "maybe" else str(ch[1])
+            if op == "~":
+                lo, hi = int(ch[2]), int(ch[-1])
+                if hi < lo or lo < 0:
+                    raise _ToLark
+                op = f"{{{lo}}}" if len(ch) == 3 else f"{{{lo},{hi}}}"
+            return PatternRE(f"(?:{inner.to_regexp()}){op}", inner.flags)
+        if d == "value" and isinstance(ch[0], Tree):
+            return pattern(ch[0])
+        if d == "literal":
+            return _literal(ch[0])
+        if d == "range":
+            return _range(*ch)
+        raise _ToLark  # an alias, a rule or a template in a terminal: lark words the refusal
+
+    return pattern(tree)
 
 
 class _Rules:
