@@ -128,12 +128,6 @@ impl TokenTrie {
     /// arrays: one forward scan for maps of few classes (`coarsen_by_scan`), else the
     /// grouping walk (`coarsen_by_groups`).
     pub fn coarsen(&self, map: &[u8; 256]) -> TokenTrie {
-        let k = map
-            .iter()
-            .filter(|&&c| c != DROPPED)
-            .map(|&c| usize::from(c) + 1)
-            .max()
-            .unwrap_or(0);
         if map
             .iter()
             .enumerate()
@@ -141,6 +135,12 @@ impl TokenTrie {
         {
             return self.without_dropped(map);
         }
+        let k = map
+            .iter()
+            .filter(|&&c| c != DROPPED)
+            .map(|&c| usize::from(c) + 1)
+            .max()
+            .unwrap_or(0);
         let scanned = if k <= SCAN_CLASSES {
             self.coarsen_by_scan(map, k, SCAN_TABLE_CELLS)
         } else {
@@ -573,6 +573,7 @@ impl TokenTrie {
 mod tests {
     use super::{TokenTrie, DROPPED};
     use crate::classes::ByteClasses;
+    use crate::test_rng::Rng;
     use crate::vocab::Vocab;
 
     fn vocab(tokens: &[&[u8]]) -> Vocab {
@@ -671,53 +672,40 @@ mod tests {
                     .is_none()
                     || a.n_nodes() == 1
             );
-            let b = bytes.coarsen_by_groups(&map);
-            assert_eq!((&a.label, &a.depth, &a.end), (&b.label, &b.depth, &b.end));
-            assert_eq!(
-                (&a.tok_ptr, &a.tok_ids, &a.by_len),
-                (&b.tok_ptr, &b.tok_ids, &b.by_len)
-            );
-            assert_eq!(
-                (a.max_depth, &a.deepest, &a.single),
-                (b.max_depth, &b.deepest, &b.single)
-            );
+            assert_same(&a, &bytes.coarsen_by_groups(&map));
         }
+    }
+
+    /// Every array of `a` equal to `b`'s.
+    fn assert_same(a: &TokenTrie, b: &TokenTrie) {
+        assert_eq!((&a.label, &a.depth, &a.end), (&b.label, &b.depth, &b.end));
+        assert_eq!(
+            (&a.tok_ptr, &a.tok_ids, &a.by_len, &a.len_ptr),
+            (&b.tok_ptr, &b.tok_ids, &b.by_len, &b.len_ptr)
+        );
+        assert_eq!(
+            (a.max_depth, &a.deepest, &a.single),
+            (b.max_depth, &b.deepest, &b.single)
+        );
     }
 
     #[test]
     fn a_map_that_only_drops_bytes_copies_the_rest_of_the_byte_trie() {
-        let mut x: u32 = 4242;
-        let mut rand = |m: u32| {
-            x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
-            (x >> 8) % m
-        };
-        let alphabet = b"abcxyz019 ,\"\xff";
-        let toks: Vec<Vec<u8>> = (0..600)
-            .map(|_| {
-                let len = 1 + rand(7) as usize;
-                (0..len).map(|_| alphabet[rand(13) as usize]).collect()
-            })
-            .collect();
+        let mut rng = Rng(4242);
+        let pieces: Vec<&[u8]> = vec![
+            b"a", b"b", b"c", b"x", b"y", b"z", b"0", b"1", b"9", b" ", b",", b"\"", b"\xff",
+        ];
+        let toks = rng.tokens(600, &pieces, 7);
         let refs: Vec<&[u8]> = toks.iter().map(|t| t.as_slice()).collect();
         let bytes = TokenTrie::build(&vocab(&refs), &ByteClasses::identity().map);
         for _ in 0..20 {
             let mut map = ByteClasses::identity().map;
             for c in map.iter_mut() {
-                if rand(3) == 0 {
+                if rng.below(3) == 0 {
                     *c = DROPPED;
                 }
             }
-            let a = bytes.coarsen(&map); // the copy
-            let b = bytes.coarsen_by_groups(&map);
-            assert_eq!((&a.label, &a.depth, &a.end), (&b.label, &b.depth, &b.end));
-            assert_eq!(
-                (&a.tok_ptr, &a.tok_ids, &a.by_len, &a.len_ptr),
-                (&b.tok_ptr, &b.tok_ids, &b.by_len, &b.len_ptr)
-            );
-            assert_eq!(
-                (a.max_depth, &a.deepest, &a.single),
-                (b.max_depth, &b.deepest, &b.single)
-            );
+            assert_same(&bytes.coarsen(&map), &bytes.coarsen_by_groups(&map)); // the copy, grouped
         }
     }
 
