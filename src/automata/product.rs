@@ -157,6 +157,7 @@ mod tests {
     }
 
     fn run(a: &Dfa, b: &Dfa, op: Op) -> Dfa {
+        let (a, b) = (&a.to_dense(), &b.to_dense());
         let x = Operand {
             table: &a.table[..],
             accepting: &a.accepting,
@@ -192,7 +193,7 @@ mod tests {
 
     #[test]
     fn the_state_limit_is_an_error() {
-        let a = from_strings(&[b"abcdef".to_vec()]);
+        let a = from_strings(&[b"abcdef".to_vec()]).to_dense();
         let x = Operand {
             table: &a.table[..],
             accepting: &a.accepting,

@@ -7,7 +7,7 @@
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use super::{guarded, to_u32s_ne, to_usize, whole_words};
+use super::{guarded, guarded_sized, to_u32s_ne, to_usize, whole_words};
 use crate::automata::product::{product, Op, Operand};
 use crate::automata::subset::{determinize, Nfa, Stop};
 use crate::automata::{check, minimize::minimize, strings::from_strings, Dfa};
@@ -65,7 +65,7 @@ pub fn dfa_minimize<'py>(
 ) -> PyResult<DfaParts<'py>> {
     let table = transitions.as_bytes();
     let accepting = flags(accepting);
-    let d = guarded(py, move || {
+    let d = guarded_sized(py, table.len(), move || {
         let (cells, start) = checked(table, &accepting, start, "dfa_minimize")?;
         Ok(minimize(&cells, &accepting, start))
     })?;
@@ -90,7 +90,8 @@ pub fn dfa_product<'py>(
     let (ta, tb) = (a_transitions.as_bytes(), b_transitions.as_bytes());
     let (aa, ab) = (flags(a_accepting), flags(b_accepting));
     let op = op.to_owned();
-    let d = guarded(py, move || {
+    let states = (ta.len() / 1024).saturating_mul(tb.len() / 1024); // the product's most
+    let d = guarded_sized(py, states.saturating_mul(1024), move || {
         let op = match op.as_str() {
             "and" => Op::Intersection,
             "or" => Op::Union,
@@ -127,7 +128,7 @@ pub fn dfa_classes<'py>(
     transitions: &Bound<'py, PyBytes>,
 ) -> PyResult<(Bound<'py, PyBytes>, usize)> {
     let table = transitions.as_bytes();
-    let classes = guarded(py, move || {
+    let classes = guarded_sized(py, table.len(), move || {
         whole_words(table, "dfa_classes")?;
         if table.len() % 1024 != 0 {
             return Err(Error::new(format!(
@@ -153,7 +154,8 @@ pub fn dfa_from_strings<'py>(
     lengths: &Bound<'py, PyBytes>,
 ) -> PyResult<DfaParts<'py>> {
     let (data, lengths) = (data.as_bytes(), lengths.as_bytes());
-    let d = guarded(py, move || {
+    // the table's size, about 1 KB a byte of the strings
+    let d = guarded_sized(py, data.len().saturating_mul(1024), move || {
         let lengths = to_u32s_ne(lengths, "dfa_from_strings: lengths")?;
         let mut strings = Vec::with_capacity(lengths.len());
         let mut at = 0usize;
@@ -164,7 +166,7 @@ pub fn dfa_from_strings<'py>(
                 .ok_or_else(|| {
                     Error::new("dfa_from_strings: the lengths add up to more than the data")
                 })?;
-            strings.push(data[at..end].to_vec());
+            strings.push(&data[at..end]);
             at = end;
         }
         if at != data.len() {
@@ -178,7 +180,7 @@ pub fn dfa_from_strings<'py>(
             ));
         }
         let d = from_strings(&strings);
-        let classes = d.classes();
+        let classes = ByteClasses::of_map(d.map, d.k); // from_strings' classes are the coarsest
         Ok((d, classes))
     })?;
     parts(py, d)
