@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import dfa  # a cycle (dfa imports this module first): its DFA is read when called
+
 if TYPE_CHECKING:
     from .dfa import DFA
     from .nfa import NFA
@@ -37,12 +39,10 @@ def available() -> bool:
 
 
 def _dfa(parts: tuple[bytes, bytes, int, bytes, int]) -> DFA:
-    from .dfa import DFA
-
     table, accepting, start, classes, k = parts
     # read-only views of the kernel's bytes, in the layout DFA checks for: no checks, no copies
     t = np.frombuffer(table, dtype=np.int32).reshape(-1, 256)
-    d = DFA._trusted(t, np.frombuffer(accepting, dtype=np.bool_), int(start))
+    d = dfa.DFA._trusted(t, np.frombuffer(accepting, dtype=np.bool_), int(start))
     object.__setattr__(d, "_classes", (np.frombuffer(classes, dtype=np.uint8).astype(np.int32), k))
     return d
 
@@ -64,7 +64,7 @@ def product(a: DFA, b: DFA, op: str, limit: int) -> DFA:
 
 def from_strings(uniq: list[bytes]) -> DFA:
     """The minimal DFA of sorted, distinct byte strings (:func:`grammarmask.automata.ops._small_trie_dfa`)."""
-    lengths = np.fromiter(map(len, uniq), dtype=np.uint32, count=len(uniq))
+    lengths = array("I", map(len, uniq))  # not numpy: most sets are one JSON key
     return _dfa(_engine.dfa_from_strings(b"".join(uniq), lengths.tobytes()))
 
 
