@@ -79,6 +79,10 @@ def regex_to_dfa(pattern: str, flags: int = 0, *, max_states: int = DEFAULT_MAX_
     """
     if not isinstance(pattern, str):
         raise GrammarError(f"expected a str pattern, got {type(pattern).__name__}")
+    if len(pattern) <= _UNKEPT_LITERALS:
+        plain = _plain_alternation(pattern, flags)
+        if plain is not None:
+            return _check_size(from_strings(x.encode("utf-8") for x in plain), max_states)
     limits = active()
     depth, work = limits.regex_depth, limits.regex_subset_work
 
@@ -86,6 +90,12 @@ def regex_to_dfa(pattern: str, flags: int = 0, *, max_states: int = DEFAULT_MAX_
         return _build(pattern, flags, max_states, work, depth)
 
     return automaton(("regex_to_dfa", pattern, flags, max_states, work, depth), make)
+
+
+# Literals of patterns up to this long are made each time, not kept: a JSON key's DFA takes ~10 us
+# to make and ~25 KB of table to keep, and a thousand of them (sixty JSONSchemaBench schemas)
+# pushed the automata that take milliseconds (a maxLength string: 13 ms) out of the cache.
+_UNKEPT_LITERALS = 64
 
 
 def keep_dfa(pattern: str, dfa: DFA) -> None:

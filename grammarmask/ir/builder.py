@@ -230,7 +230,12 @@ def _regex_dfa(regex: str) -> Any:
 def _literal_dfa(text: str) -> Any:
     from ..automata import literal_dfa
 
+    if len(text) <= _UNKEPT_LITERAL:  # made in microseconds: keeping it would push out costly ones
+        return literal_dfa(text.encode("utf-8"))
     return automaton(("literal", text), lambda: literal_dfa(text.encode("utf-8")))
+
+
+_UNKEPT_LITERAL = 64
 
 
 class _Lowering:

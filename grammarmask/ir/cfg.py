@@ -14,7 +14,7 @@ recognizer has no use for them.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,27 +58,34 @@ class Cfg:
 
     def productive(self) -> set[int]:
         """Nonterminals that derive at least one terminal string."""
-        return self._closure(lambda s: s < 0)
+        return self._closure(terminals=True)
 
     def nullable(self) -> set[int]:
         """Nonterminals that derive the empty string (terminals never match it)."""
-        return self._closure(lambda s: False)
+        return self._closure(terminals=False)
 
-    def _closure(self, base: Callable[[int], bool]) -> set[int]:
-        """Least set of nonterminals ``lhs`` with a rule whose every symbol is in the set or ``base``
-        (a worklist: each rule is looked at once per symbol, not once per pass)."""
+    def _closure(self, terminals: bool) -> set[int]:
+        """Least set of nonterminals ``lhs`` with a rule whose every symbol is in the set or is a
+        terminal (when ``terminals``) (a worklist: each rule is looked at once per symbol, not once
+        per pass)."""
         done: set[int] = set()
         waiting: dict[int, list[int]] = {}  # nonterminal -> rules with a pending occurrence of it
         missing: list[int] = []
         ready: list[int] = []
         for i, r in enumerate(self.rules):
-            pending = [x for x in r.rhs if not base(x)]
-            if any(x < 0 for x in pending):  # a terminal that is not in the base: never completes
+            if terminals:
+                pending = [x for x in r.rhs if x >= 0]
+            elif min(r.rhs, default=0) < 0:  # a terminal, never empty: the rule never completes
                 missing.append(-1)
                 continue
+            else:
+                pending = r.rhs
             missing.append(len(pending))
             for x in pending:
-                waiting.setdefault(x, []).append(i)
+                if x in waiting:
+                    waiting[x].append(i)
+                else:
+                    waiting[x] = [i]
             if not pending:
                 ready.append(r.lhs)
         while ready:

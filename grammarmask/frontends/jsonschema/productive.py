@@ -39,9 +39,15 @@ def _derives(x: Expr, live: set[str], nothing: str) -> bool:
     if isinstance(x, Pat):
         return x.regex != nothing
     if isinstance(x, Seq):
-        return all(_derives(y, live, nothing) for y in x.items)
+        for y in x.items:
+            if not _derives(y, live, nothing):
+                return False
+        return True
     if isinstance(x, Alt):
-        return any(_derives(y, live, nothing) for y in x.alts)
+        for y in x.alts:
+            if _derives(y, live, nothing):
+                return True
+        return False
     if isinstance(x, Rep):
         return x.lo == 0 or _derives(x.item, live, nothing)
     return True  # Lit
@@ -49,18 +55,27 @@ def _derives(x: Expr, live: set[str], nothing: str) -> bool:
 
 def unproductive(rules: dict[str, Expr], nothing: str) -> set[str]:
     """The rules that derive no finite string (``nothing`` is the regex of the empty terminal)."""
-    users: dict[str, list[str]] = {name: [] for name in rules}
-    for name, body in rules.items():
-        for r in rule_refs(body):
-            if r in users:
-                users[r].append(name)
     live: set[str] = set()
-    todo = list(rules)
-    while todo:  # worklist: a rule is looked at again only when a rule it uses became productive
-        name = todo.pop()
-        if name not in live and _derives(rules[name], live, nothing):
-            live.add(name)
-            todo.extend(u for u in users[name] if u not in live)
+    waiting: dict[str, list[str]] = {}  # a rule not known productive -> the rules waiting on it
+    failed: set[str] = set()
+    # a worklist, rules taken last made first: a schema's parts are made after it, so most rules
+    # find their parts productive at once, and only a rule that does not yet (a recursion, an empty
+    # part) reads which rules it uses, to be looked at again when one of them became productive
+    for name in reversed(rules):
+        todo = [name]
+        while todo:
+            n = todo.pop()
+            if n in live:
+                continue
+            body = rules[n]
+            if _derives(body, live, nothing):
+                live.add(n)
+                todo.extend(waiting.pop(n, ()))
+            elif n not in failed:
+                failed.add(n)
+                for r in rule_refs(body):
+                    if r not in live:
+                        waiting.setdefault(r, []).append(n)
     return set(rules) - live
 
 
