@@ -137,7 +137,8 @@ pub fn from_strings<S: AsRef<[u8]>>(strings: &[S]) -> Dfa {
         accepting[r as usize] = trie.fin[node];
     }
     // the table is made over the byte classes, read off the edges: a table of 256 columns, and
-    // classes found by reading it, cost ~1 us per state (a 23-byte JSON key: 20 -> 3 us)
+    // classes found by reading it, cost ~1 us per state (with the flat trie, a 23-byte JSON key's
+    // `dfa_from_strings` went from 20 to 5.6 us, 200 bytes from 235 to 21 us)
     let (map, k) = edge_classes(&edges, &first);
     let mut table = vec![0u32; n * k];
     for b in 0..256 {
@@ -164,7 +165,7 @@ fn edge_classes(edges: &[(u32, u32)], first: &[usize; 257]) -> ([u8; 256], usize
     let mut map = [0u8; 256];
     let mut reps: Vec<usize> = Vec::new(); // each class's first byte
     for (b, class) in map.iter_mut().enumerate() {
-        // few classes (the bytes used, and one for the rest): a scan of them beats hashing
+        // few classes (those of the bytes used, and one for the rest): a scan of them
         *class = match reps.iter().position(|&r| of(r) == of(b)) {
             Some(c) => c as u8,
             None => {

@@ -39,15 +39,9 @@ def _derives(x: Expr, live: set[str], nothing: str) -> bool:
     if isinstance(x, Pat):
         return x.regex != nothing
     if isinstance(x, Seq):
-        for y in x.items:
-            if not _derives(y, live, nothing):
-                return False
-        return True
+        return all(_derives(y, live, nothing) for y in x.items)
     if isinstance(x, Alt):
-        for y in x.alts:
-            if _derives(y, live, nothing):
-                return True
-        return False
+        return any(_derives(y, live, nothing) for y in x.alts)
     if isinstance(x, Rep):
         return x.lo == 0 or _derives(x.item, live, nothing)
     return True  # Lit
