@@ -140,6 +140,13 @@ def automata() -> Lru[Hashable, Any]:
     return got
 
 
+#: literals (and patterns that are only literals) of at most this many characters are made each
+#: time, not kept in :func:`automata`: a JSON key's DFA takes ~10 us to make and ~25 KB of table to
+#: keep, and a thousand of them (sixty JSONSchemaBench schemas) pushed the automata that take
+#: milliseconds (a maxLength string: 13 ms) out of the cache
+UNKEPT_LITERAL_CHARS = 64
+
+
 def table_bytes(dfa: Any) -> int:
     """The bytes of a DFA's transition table and accepting flags (what :func:`automaton` weighs)."""
     return int(dfa.transitions.nbytes + dfa.accepting.nbytes)

@@ -414,7 +414,7 @@ def test_common_lark_s_terminal_dfas_are_made_once_per_installation(
     monkeypatch.setattr(rx_module, "_build", lambda p, *a: built.append(p) or build(p, *a))
     text = 'start: NUMBER | ESCAPED_STRING | "x"\n%import common.NUMBER\n%import common.ESCAPED_STRING\n'
     compiled = gm.Lark(text).compile(VOCAB)
-    assert built == []  # the grammar's own literal "x" is made apart, never kept (_UNKEPT_LITERALS)
+    assert built == []  # the grammar's own literal "x" is made apart, never kept (UNKEPT_LITERAL_CHARS)
     m = compiled.matcher()
     assert m.try_advance(WORDS.index(b"0")) and m.try_advance(WORDS.index(b"9")) and m.is_accepting()
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..cache import automata, automaton, table_bytes
+from ..cache import UNKEPT_LITERAL_CHARS, automata, automaton, table_bytes
 from ..errors import BudgetExceeded, GrammarError
 from ..limits import active
 from .charsets import (
@@ -79,10 +79,10 @@ def regex_to_dfa(pattern: str, flags: int = 0, *, max_states: int = DEFAULT_MAX_
     """
     if not isinstance(pattern, str):
         raise GrammarError(f"expected a str pattern, got {type(pattern).__name__}")
-    if len(pattern) <= _UNKEPT_LITERALS:
-        plain = _plain_alternation(pattern, flags)
-        if plain is not None:
-            return _check_size(from_strings(x.encode("utf-8") for x in plain), max_states)
+    if len(pattern) <= UNKEPT_LITERAL_CHARS:  # only literals: made each time, not kept
+        made = _plain_dfa(pattern, flags, max_states)
+        if made is not None:
+            return made
     limits = active()
     depth, work = limits.regex_depth, limits.regex_subset_work
 
@@ -90,12 +90,6 @@ def regex_to_dfa(pattern: str, flags: int = 0, *, max_states: int = DEFAULT_MAX_
         return _build(pattern, flags, max_states, work, depth)
 
     return automaton(("regex_to_dfa", pattern, flags, max_states, work, depth), make)
-
-
-# Literals of patterns up to this long are made each time, not kept: a JSON key's DFA takes ~10 us
-# to make and ~25 KB of table to keep, and a thousand of them (sixty JSONSchemaBench schemas)
-# pushed the automata that take milliseconds (a maxLength string: 13 ms) out of the cache.
-_UNKEPT_LITERALS = 64
 
 
 def keep_dfa(pattern: str, dfa: DFA) -> None:
@@ -145,9 +139,9 @@ def _build(pattern: str, flags: int, max_states: int, work: int | None = None,
            depth: int | None = None) -> DFA:
     """:func:`regex_to_dfa` without the cache (kept in the process-wide cache of automata);
     ``depth``: ``Limits.regex_depth`` (None: the limit in force)."""
-    plain = _plain_alternation(pattern, flags)
-    if plain is not None:  # fastest path: "(?:lit|lit|...)" without any syntax to parse
-        return _check_size(from_strings(x.encode("utf-8") for x in plain), max_states)
+    made = _plain_dfa(pattern, flags, max_states)
+    if made is not None:  # fastest path: "(?:lit|lit|...)" without any syntax to parse
+        return made
     word = _CASELESS_WORD.fullmatch(pattern) if not flags & ~_A else None
     if word is not None:  # a case-insensitive keyword (Lark's "select"i), without re's parser
         return _check_size(_caseless_word(word.group(1), bool(flags & _A)), max_states)
@@ -159,13 +153,7 @@ def _build(pattern: str, flags: int, max_states: int, work: int | None = None,
     if not flags & _I:
         strings = _literal_set(tree, 0)
         if strings is not None:  # fast path: a finite set of literals (e.g. a label alternation)
-            dfa = from_strings(x.encode("utf-8") for x in strings)
-            if dfa.n_states > max_states + 1:
-                raise GrammarError(
-                    f"pattern too complex: its DFA needs more than {max_states} states "
-                    "(raise max_states, or simplify the pattern)"
-                )
-            return dfa
+            return _check_size(from_strings(x.encode("utf-8") for x in strings), max_states)
     nfa = NFA(max_states=max(100_000, 50 * max_states))
     weight = _weight(tree, nfa.max_states)
     if weight > nfa.max_states:
@@ -195,6 +183,12 @@ _PLAIN_ALT = re.compile(rf"(?:\((?:\?:)?)?({_LIT}(?:\|{_LIT})*)\)?")
 _META = re.compile(r"[\\.^$*+?{}\[\]|()]")
 _ALT_ITEM = re.compile(r"(?:[^\\|]|\\.)+", re.DOTALL)
 _UNESCAPE = re.compile(r"\\(.)", re.DOTALL)
+
+
+def _plain_dfa(pattern: str, flags: int, max_states: int) -> DFA | None:
+    """The DFA of a pattern that is only ``lit|lit|...`` (:func:`_plain_alternation`), else None."""
+    plain = _plain_alternation(pattern, flags)
+    return None if plain is None else _check_size(from_strings(x.encode("utf-8") for x in plain), max_states)
 
 
 def _plain_alternation(pattern: str, flags: int) -> list[str] | None:

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from ..cache import automaton
+from ..cache import UNKEPT_LITERAL_CHARS, automaton
 from ..errors import GrammarError
 from .cfg import Cfg, Rule, Terminal
 
@@ -230,12 +230,9 @@ def _regex_dfa(regex: str) -> Any:
 def _literal_dfa(text: str) -> Any:
     from ..automata import literal_dfa
 
-    if len(text) <= _UNKEPT_LITERAL:  # made in microseconds: keeping it would push out costly ones
+    if len(text) <= UNKEPT_LITERAL_CHARS:  # made in microseconds: kept, it would push out costly ones
         return literal_dfa(text.encode("utf-8"))
     return automaton(("literal", text), lambda: literal_dfa(text.encode("utf-8")))
-
-
-_UNKEPT_LITERAL = 64
 
 
 class _Lowering:
