@@ -132,8 +132,8 @@ class RowJob:
 
 # The compile-time automata kernels (src/python/automata.rs). A DFA crosses as (transitions: int32
 # n x 256 native order, accepting: one byte per state, start); results add the byte classes (256
-# bytes) and their number.
-DfaParts = tuple[bytes, bytes, int, bytes, int]
+# bytes), their number and the transitions read by class (int32 n x classes).
+DfaParts = tuple[bytes, bytes, int, bytes, int, bytes]
 
 def dfa_minimize(transitions: bytes, accepting: bytes, start: int) -> DfaParts: ...
 def dfa_product(
@@ -160,4 +160,7 @@ def dfa_determinize(
     max_states: int,
     max_work: int,
 ) -> tuple[bool, DfaParts | str]: ...
+def lexer_tables(
+    terminals: list[tuple[bytes, int, bytes, bytes, int]],
+) -> tuple[bytes, bytes, bytes, bytes, list[int]]: ...
 def lark_tokens(text: str) -> list[tuple[int, int, int, int, int, int, int]] | None: ...

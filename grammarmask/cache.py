@@ -148,8 +148,11 @@ UNKEPT_LITERAL_CHARS = 64
 
 
 def table_bytes(dfa: Any) -> int:
-    """The bytes of a DFA's transition table and accepting flags (what :func:`automaton` weighs)."""
-    return int(dfa.transitions.nbytes + dfa.accepting.nbytes)
+    """The bytes of a DFA's transition table and accepting flags, and of its table by class when it
+    came with one (:meth:`~grammarmask.automata.DFA.class_table`; a few columns): what
+    :func:`automaton` weighs."""
+    by_class = dfa.__dict__.get("_class_table")
+    return int(dfa.transitions.nbytes + dfa.accepting.nbytes) + (len(by_class[2]) if by_class else 0)
 
 
 def automaton(key: Hashable, make: Callable[[], T]) -> T:

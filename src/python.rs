@@ -15,6 +15,7 @@ use crate::cfg::earley::Grammar as CfgRules;
 use crate::cfg::inside::Shelf as CfgShelf;
 use crate::cfg::lexer::Lexer as CfgLexer;
 use crate::cfg::slice::Slice as CfgSlice;
+use crate::cfg::tables::{combine, TerminalTable};
 use crate::cfg::{CfgEngine, CfgError, Limits as CfgLimits, State as CfgState};
 use crate::classes::NeBytes;
 use crate::error::{Error, Result};
@@ -846,6 +847,76 @@ impl PyCfgGrammar {
     }
 }
 
+/// One terminal's DFA by class, as `lexer_tables` takes it: the 256-byte class map, the number of
+/// classes, the table (`n * classes` int32 cells, native order), one byte per state (non-zero:
+/// final), the start state.
+type TerminalParts<'py> = (
+    Bound<'py, PyBytes>,
+    i64,
+    Bound<'py, PyBytes>,
+    Bound<'py, PyBytes>,
+    i64,
+);
+
+/// `lexer_tables(terminals)`: the combined lexer table of a grammar's terminal DFAs, each given by
+/// class (`TerminalParts`), as `CfgGrammar` takes it: `(transitions, classes, accepting, term_of,
+/// starts)` (src/cfg/tables.rs).
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn lexer_tables<'py>(
+    py: Python<'py>,
+    terminals: Vec<TerminalParts<'py>>,
+) -> PyResult<(
+    Bound<'py, PyBytes>,
+    Bound<'py, PyBytes>,
+    Bound<'py, PyBytes>,
+    Bound<'py, PyBytes>,
+    Vec<u32>,
+)> {
+    let mut maps: Vec<[u8; 256]> = Vec::with_capacity(terminals.len());
+    let mut shapes: Vec<(usize, u32)> = Vec::with_capacity(terminals.len());
+    let mut size = 0usize;
+    for (t, (map, width, table, _, start)) in terminals.iter().enumerate() {
+        let what = format!("native CFG lexer: terminal {t}");
+        let err = |e: Error| grammarmask_error(py, "GrammarError", e.0);
+        maps.push(class_map(Some(map.as_bytes()), &what).map_err(err)?);
+        let width = to_usize(*width, &format!("{what}: classes")).map_err(err)?;
+        let start = u32::try_from(*start)
+            .map_err(|_| err(Error::new(format!("{what}: start {start} is not a state"))))?;
+        shapes.push((width, start));
+        size += table.as_bytes().len();
+    }
+    let terms: Vec<TerminalTable<'_>> = terminals
+        .iter()
+        .zip(&maps)
+        .zip(&shapes)
+        .map(
+            |(((_, _, table, accepting, _), map), &(width, start))| TerminalTable {
+                map,
+                width,
+                table: NeBytes(table.as_bytes()),
+                accepting: accepting.as_bytes(),
+                start,
+            },
+        )
+        .collect();
+    let got = guarded_sized(py, size, || combine(&terms))?;
+    let table = PyBytes::new_with(py, 4 * got.table.len(), |buf| {
+        for (cell, &c) in buf.chunks_exact_mut(4).zip(&got.table) {
+            cell.copy_from_slice(&c.to_ne_bytes());
+        }
+        Ok(())
+    })?;
+    let term_of: Vec<u8> = got.term_of.iter().flat_map(|t| t.to_ne_bytes()).collect();
+    Ok((
+        table,
+        PyBytes::new(py, &got.map),
+        PyBytes::new(py, &got.accepting),
+        PyBytes::new(py, &term_of),
+        got.starts,
+    ))
+}
+
 /// grammarmask's native engine.
 #[pymodule]
 fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -860,6 +931,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(automata::dfa_classes, m)?)?;
     m.add_function(wrap_pyfunction!(automata::dfa_determinize, m)?)?;
     m.add_function(wrap_pyfunction!(lark_syntax::lark_tokens, m)?)?;
+    m.add_function(wrap_pyfunction!(lexer_tables, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

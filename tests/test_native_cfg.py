@@ -15,6 +15,7 @@ import itertools
 import json
 import random
 import string
+import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -569,21 +570,37 @@ MANY_VOCAB = gm.Vocabulary.from_tokens(
 
 @pytest.mark.parametrize("class_trie_max", [0, 256])
 def test_class_compressed_lexer_tables_give_the_dense_tables_masks(class_trie_max: int) -> None:
-    """The lexer table handed to Rust by byte class (flat_tables) gives the masks of the same table
-    handed over with 256 columns, of the Python engine and of brute force (byte and class tries)."""
+    """The lexer table handed to Rust by byte class (flat_tables, made from the terminals' own
+    tables by class) is the terminals' 256-column tables one after another, read by the classes
+    every terminal keeps apart; it gives the masks of the 256-column table handed over, of the
+    Python engine and of brute force (byte and class tries)."""
     from grammarmask import _engine
     from grammarmask.native import native_vocabulary
-    from grammarmask.native.cfg import flat_tables, lexer_classes
+    from grammarmask.native.cfg import flat_tables
 
     g = Lark(MANY_CLASSES)
-    classes, k = lexer_classes(g.cfg)
+    flat = flat_tables(g.cfg)
+    classes = np.frombuffer(flat["classes"], dtype=np.uint8).astype(np.intp)
+    k = int(classes.max()) + 1
     assert k == 45 and classes[ord("a")] == classes[ord("z")] != classes[ord("A")] != classes[ord("B")]
-    flat = flat_tables(g.cfg, dense_states=0)  # by class however small
     n = len(flat["accepting"])
     assert len(flat["transitions"]) == 4 * n * k
     table = np.frombuffer(flat["transitions"], dtype=np.int32).reshape(n, k)
+    # the dense concatenation: terminal t's state s >= 1 is global offset[t] + s
+    terms = g.cfg.terminals
+    want, accepting, term_of, starts = [np.zeros((1, 256), np.int32)], [False], [-1], []
+    for t, term in enumerate(terms):
+        offset = len(accepting) - 1
+        rows = term.dfa.transitions[1:]
+        want.append(np.where(rows != 0, rows + offset, 0))
+        accepting += term.dfa.accepting[1:].tolist()
+        term_of += [t] * (term.dfa.n_states - 1)
+        starts.append(term.dfa.start + offset if term.dfa.start else 0)
+    assert np.array_equal(table[:, classes], np.concatenate(want))
+    assert np.frombuffer(flat["accepting"], dtype=np.bool_).tolist() == accepting
+    assert np.frombuffer(flat["term_of"], dtype=np.int32).tolist() == term_of
+    assert list(flat["starts"]) == starts
     dense = {**flat, "transitions": np.ascontiguousarray(table[:, classes]).tobytes(), "classes": None}
-    assert dense == flat_tables(g.cfg)  # what a grammar this small hands over
     limits = (10_000, 10_000, 16, 4096, 10_000, 64)
     nv = native_vocabulary(MANY_VOCAB)
     by_class = _engine.CfgGrammar(nv, **flat, limits=limits, class_trie_max=class_trie_max)
@@ -731,7 +748,7 @@ def test_malformed_tables_are_grammar_errors() -> None:
     limits = (100, 100, 4, 16, 100, 4)
     _engine.CfgGrammar(nv, **good, limits=limits)  # the good tables build
     bad_cases = [
-        {"transitions": good["transitions"][:-4]},  # not n rows of 256
+        {"transitions": good["transitions"][:-4]},  # not n rows of the classes
         {"term_of": good["term_of"][:-4]},  # a state with no terminal label
         {"starts": [10**6, 0]},  # a start state out of range
         {"rule_rhs": [5, 5]},  # an undefined nonterminal
@@ -743,6 +760,17 @@ def test_malformed_tables_are_grammar_errors() -> None:
     for change in bad_cases:
         with pytest.raises(gm.GrammarError, match="native CFG"):
             _engine.CfgGrammar(nv, **{**good, **change}, limits=limits)
+    # a terminal's table by class (flat_tables' parts): the terminal is named
+    def cells(*states: int) -> bytes:
+        return b"".join(s.to_bytes(4, sys.byteorder) for s in states)
+
+    ok = (bytes(256), 1, cells(0, 1), b"\x00\x01", 1)  # state 1 loops on every byte
+    assert _engine.lexer_tables([ok])[2] == b"\x00\x01"
+    for i, bad in [(2, cells(0)), (1, 2), (4, 7), (0, b"\x01" * 256), (2, cells(0, 5)), (2, cells(1, 1))]:
+        part = list(ok)
+        part[i] = bad
+        with pytest.raises(gm.GrammarError, match="native CFG lexer: terminal 1"):
+            _engine.lexer_tables([ok, tuple(part)])
     with pytest.raises(gm.GrammarError, match="must be >= 0"):
         _engine.CfgGrammar(nv, **good, limits=(100, 100, 4, -1, 100, 4))
 

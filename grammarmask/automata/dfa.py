@@ -127,6 +127,20 @@ class DFA:
             object.__setattr__(self, "_classes", got)
         return got
 
+    def class_table(self) -> tuple[bytes, int, bytes, bytes]:
+        """``(classes, k, table, accepting)`` as bytes: the byte -> class map (256 bytes, see
+        :meth:`byte_classes`), the number of classes, the transitions read by class (``n x k``
+        int32, native order) and a byte per state (1: final). What the native CFG engine's lexer
+        hand-over reads (:func:`grammarmask.native.cfg.flat_tables`); kept on the DFA (a few
+        columns: a property key's literal has two or three)."""
+        got: tuple[bytes, int, bytes, bytes] | None = self.__dict__.get("_class_table")
+        if got is None:
+            classes, k = self.byte_classes()
+            table = self.transitions[:, class_reps(classes, k)]
+            got = (classes.astype(np.uint8).tobytes(), k, table.tobytes(), self.accepting.tobytes())
+            object.__setattr__(self, "_class_table", got)
+        return got
+
     def _known_classes(
         self, src: npt.NDArray[np.integer], byte: npt.NDArray[np.integer], dst: npt.NDArray[np.integer]
     ) -> DFA:

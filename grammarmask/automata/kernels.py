@@ -38,12 +38,13 @@ def available() -> bool:
     return _engine is not None and hasattr(_engine, "dfa_minimize")
 
 
-def _dfa(parts: tuple[bytes, bytes, int, bytes, int]) -> DFA:
-    table, accepting, start, classes, k = parts
+def _dfa(parts: tuple[bytes, bytes, int, bytes, int, bytes]) -> DFA:
+    table, accepting, start, classes, k, by_class = parts
     # read-only views of the kernel's bytes, in the layout DFA checks for: no checks, no copies
     t = np.frombuffer(table, dtype=np.int32).reshape(-1, 256)
     d = dfa.DFA._trusted(t, np.frombuffer(accepting, dtype=np.bool_), int(start))
     object.__setattr__(d, "_classes", (np.frombuffer(classes, dtype=np.uint8).astype(np.int32), k))
+    object.__setattr__(d, "_class_table", (classes, k, by_class, accepting))
     return d
 
 

@@ -18,14 +18,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..automata.dfa import class_reps, column_classes
 from ..grammar import CompiledGrammar
 from ..ir.cfg import Cfg
 from ..limits import Limits, active
 from ..vocab import Vocabulary
-from . import DENSE_STATES, _engine, native_vocabulary
+from . import _engine, native_vocabulary
 
-__all__ = ["CLASS_TRIE_MAX", "DENSE_STATES", "NativeCompiledCfg", "flat_tables", "lexer_classes"]
+__all__ = ["CLASS_TRIE_MAX", "NativeCompiledCfg", "flat_tables"]
 
 Words = npt.NDArray[np.uint32]
 
@@ -43,49 +42,15 @@ def _read_only_words(data: bytes) -> Words:
     return np.frombuffer(data, dtype=np.uint32)
 
 
-def lexer_classes(cfg: Cfg) -> tuple[npt.NDArray[np.int32], int]:
-    """``(classes, k)``: the byte classes of ``cfg``'s combined lexer table, numbered by first
-    appearance: bytes share a class iff they share one in every terminal's DFA (each terminal's
-    classes are kept on its DFA, so this reads no table)."""
-    maps = [t.dfa.byte_classes()[0] for t in cfg.terminals]
-    if not maps:
-        return np.zeros(256, dtype=np.int32), 1
-    return column_classes(np.stack(maps))
-
-
-def flat_tables(cfg: Cfg, dense_states: int = DENSE_STATES) -> dict[str, Any]:
-    """The arguments of ``_engine.CfgGrammar`` that describe ``cfg``: the combined lexer table and
-    the rules as flat arrays. Over ``dense_states`` states the table is read by byte class
-    (``transitions`` ``(n, k)``, ``classes`` the byte -> column map; a 100,000-word enum's terminal
-    of 200,000 states takes 23 MB over its 29 classes instead of 200 MB), else it has 256 columns
-    (``classes`` None)."""
-    terms = cfg.terminals
-    sizes = [t.dfa.n_states - 1 for t in terms]
-    total = 1 + sum(sizes)
-    classes: npt.NDArray[np.int32] | None = None
-    k = 256
-    if total > dense_states:
-        classes, k = lexer_classes(cfg)
-    # terminal i's local state s >= 1 is global offsets[i] + s: whole-table numpy operations, not a
-    # few per terminal (JSONSchemaBench grammars, median 21 terminals: 0.21 -> 0.16 ms)
-    offsets = np.zeros(len(terms), dtype=np.int32)
-    np.cumsum(sizes[:-1], out=offsets[1:])
-    table = np.zeros((total, k), dtype=np.int32)
-    acc = np.zeros(total, dtype=np.uint8)
-    term_of = np.full(total, -1, dtype=np.int32)
-    if terms:
-        body = table[1:]
-        if classes is None:
-            np.concatenate([t.dfa.transitions[1:] for t in terms], out=body, casting="same_kind")
-        else:  # block by block: no 256-column copy of a big DFA
-            cols = class_reps(classes, k)  # the DFAs' columns of the classes' first bytes
-            for t, off, n in zip(terms, offsets.tolist(), sizes):
-                body[off : off + n] = t.dfa.transitions[1:, cols]
-        np.add(body, np.repeat(offsets, sizes)[:, None], out=body, where=body != 0)
-        np.concatenate([np.asarray(t.dfa.accepting, dtype=bool)[1:] for t in terms], out=acc[1:],
-                       casting="unsafe")
-        term_of[1:] = np.repeat(np.arange(len(terms), dtype=np.int32), sizes)
-    starts = [int(off) + int(t.dfa.start) if t.dfa.start else 0 for t, off in zip(terms, offsets.tolist())]
+def flat_tables(cfg: Cfg) -> dict[str, Any]:
+    """The arguments of ``_engine.CfgGrammar`` that describe ``cfg``: the combined lexer table read
+    by byte class (``transitions`` states x classes, ``classes`` the byte -> column map), made in
+    Rust from each terminal's own table by class (:meth:`~grammarmask.automata.DFA.class_table`,
+    src/cfg/tables.rs), and the rules as flat arrays. (numpy made a 256-column table that the
+    engine read twice more to find its classes and reduce it: 0.6 of the 1 ms that this hand-over
+    and the engine's set-up took for JSONSchemaBench's median grammar.)"""
+    table, classes, accepting, term_of, starts = _engine.lexer_tables(
+        [(*t.dfa.class_table(), t.dfa.start) for t in cfg.terminals])
     ptr = [0]
     rhs: list[int] = []
     for r in cfg.rules:
@@ -93,13 +58,13 @@ def flat_tables(cfg: Cfg, dense_states: int = DENSE_STATES) -> dict[str, Any]:
         ptr.append(len(rhs))
     ignore = set(cfg.ignore)
     return {
-        "transitions": table.tobytes(),
-        "classes": None if classes is None else classes.astype(np.uint8).tobytes(),
-        "accepting": acc.tobytes(),
-        "term_of": term_of.tobytes(),
+        "transitions": table,
+        "classes": classes,
+        "accepting": accepting,
+        "term_of": term_of,
         "starts": starts,
-        "greedy": [bool(t.greedy) for t in terms],
-        "ignore": [i in ignore for i in range(len(terms))],
+        "greedy": [bool(t.greedy) for t in cfg.terminals],
+        "ignore": [i in ignore for i in range(len(cfg.terminals))],
         "rule_lhs": [r.lhs for r in cfg.rules],
         "rule_ptr": ptr,
         "rule_rhs": rhs,

@@ -3,9 +3,10 @@
 //! dynamic lexer with greedy terminals (shadows), non-greedy terminals, ignore terminals, and
 //! nondeterministic cuts (a state is a set of configurations).
 //!
-//! One job per module: [`lexer`] the combined terminal DFAs and the lexer-state machine, [`earley`]
-//! the persistent Earley recognizer, [`walk`] stepping configurations and the mask walk. This module
-//! holds the compiled grammar ([`CfgEngine`]): immutable tables, plus the caches behind one lock.
+//! One job per module: [`tables`] the combined table made from the terminals' DFAs, [`lexer`] the
+//! combined terminal DFAs and the lexer-state machine, [`earley`] the persistent Earley recognizer,
+//! [`walk`] stepping configurations and the mask walk. This module holds the compiled grammar
+//! ([`CfgEngine`]): immutable tables, plus the caches behind one lock.
 //! States ([`State`]) are immutable values holding the Earley sets they need, so fork and rollback
 //! are free and a dropped state frees its part of the chart.
 
@@ -15,6 +16,7 @@ pub mod inside;
 pub mod lexer;
 pub mod loops;
 pub mod slice;
+pub mod tables;
 pub mod walk;
 
 use std::collections::VecDeque;

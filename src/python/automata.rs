@@ -2,7 +2,8 @@
 //! called by `grammarmask.automata` when the extension imports. A DFA crosses as
 //! `(transitions, accepting, start)`: int32 cells in native order (`n * 256`), one byte per state
 //! (non-zero: final), the start state. Each result also carries its byte classes (256 bytes, the
-//! class of each byte in order of first appearance) and their number, so Python need not find them.
+//! class of each byte in order of first appearance), their number, and the table read by class
+//! (`n * classes` cells: what the CFG engine's lexer hand-over reads), so Python need not find them.
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -20,11 +21,29 @@ type DfaParts<'py> = (
     u32,
     Bound<'py, PyBytes>,
     usize,
+    Bound<'py, PyBytes>,
 );
 
 fn parts(py: Python<'_>, (d, classes): (Dfa, ByteClasses)) -> PyResult<DfaParts<'_>> {
     let table = PyBytes::new_with(py, 1024 * d.n_states(), |buf| {
         d.write_dense(buf);
+        Ok(())
+    })?;
+    // the exact classes are unions of the columns of `d` (bytes of one column behave alike)
+    let cols: Vec<usize> = classes
+        .reps
+        .iter()
+        .map(|&b| usize::from(d.map[usize::from(b)]))
+        .collect();
+    let by_class = PyBytes::new_with(py, 4 * d.n_states() * classes.count, |buf| {
+        let cells = buf.chunks_exact_mut(4);
+        let reads = d
+            .table
+            .chunks_exact(d.k)
+            .flat_map(|row| cols.iter().map(|&c| row[c]));
+        for (cell, t) in cells.zip(reads) {
+            cell.copy_from_slice(&t.to_ne_bytes());
+        }
         Ok(())
     })?;
     let accepting: Vec<u8> = d.accepting.iter().map(|&a| u8::from(a)).collect();
@@ -34,6 +53,7 @@ fn parts(py: Python<'_>, (d, classes): (Dfa, ByteClasses)) -> PyResult<DfaParts<
         d.start,
         PyBytes::new(py, &classes.map),
         classes.count,
+        by_class,
     ))
 }
 
