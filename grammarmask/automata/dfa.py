@@ -123,7 +123,13 @@ class DFA:
         """
         got: tuple[npt.NDArray[np.int32], int] | None = self.__dict__.get("_classes")
         if got is None:
-            got = kernels.byte_classes(self) if kernels.available() else column_classes(self.transitions)
+            by_class = self.__dict__.get("_class_table")  # as the automata kernels made it
+            if by_class is not None:
+                got = np.frombuffer(by_class[0], dtype=np.uint8).astype(np.int32), by_class[1]
+            elif kernels.available():
+                got = kernels.byte_classes(self)
+            else:
+                got = column_classes(self.transitions)
             object.__setattr__(self, "_classes", got)
         return got
 

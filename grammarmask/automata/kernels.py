@@ -43,7 +43,7 @@ def _dfa(parts: tuple[bytes, bytes, int, bytes, int, bytes]) -> DFA:
     # read-only views of the kernel's bytes, in the layout DFA checks for: no checks, no copies
     t = np.frombuffer(table, dtype=np.int32).reshape(-1, 256)
     d = dfa.DFA._trusted(t, np.frombuffer(accepting, dtype=np.bool_), int(start))
-    object.__setattr__(d, "_classes", (np.frombuffer(classes, dtype=np.uint8).astype(np.int32), k))
+    # (DFA.byte_classes reads its classes off this when asked: most key DFAs are never asked)
     object.__setattr__(d, "_class_table", (classes, k, by_class, accepting))
     return d
 
