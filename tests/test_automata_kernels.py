@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from grammarmask import GrammarError, _engine
 from grammarmask.automata import kernels
-from grammarmask.automata.dfa import DFA, column_classes, minimize_python
+from grammarmask.automata.dfa import DFA, class_reps, column_classes, minimize_python
 from grammarmask.automata.nfa import NFA, determinize, determinize_python
 from grammarmask.automata.ops import _small_trie_dfa, from_strings, pair_dfa_python
 from grammarmask.automata.regex import _Builder, parse
@@ -31,13 +31,19 @@ def same(a: DFA, b: DFA) -> bool:
 
 
 def classes_right(d: DFA) -> bool:
-    """The classes the kernel handed over are the table's (first-appearance numbering), and its
-    DFA passes the checks ``DFA._trusted`` skips."""
+    """The classes the kernel handed over are the table's (first-appearance numbering), its table
+    by class is the table read at each class's first byte, and its DFA passes the checks
+    ``DFA._trusted`` skips."""
     assert d.transitions.dtype == np.int32 and d.accepting.dtype == np.bool_ and type(d.start) is int
     assert not d.transitions.flags.writeable and not d.accepting.flags.writeable
     DFA(d.transitions, d.accepting, d.start)  # shape, dead state 0, start in range
     got, k = d.byte_classes()
     want, k2 = column_classes(d.transitions)
+    classes, k3, by_class, accepting = d.class_table()
+    assert k3 == k and np.array_equal(np.frombuffer(classes, dtype=np.uint8), got)
+    table = np.frombuffer(by_class, dtype=np.int32).reshape(d.n_states, k)
+    assert np.array_equal(table, d.transitions[:, class_reps(want, k2)])
+    assert accepting == d.accepting.tobytes()
     return k == k2 and np.array_equal(got, want)
 
 

@@ -28,17 +28,7 @@ except ImportError as e:  # a checkout whose extension was never built
 else:
     IMPORT_ERROR = ""
 
-__all__ = ["DENSE_STATES", "IMPORT_ERROR", "available", "native_vocabulary"]
-
-#: a regular grammar's transition table of at most this many states goes to Rust with its 256
-#: columns, a larger one by byte class (states x classes and the byte -> class map: a 100,000-word
-#: enum's 200,000 states take 23 MB over 29 classes, not 200 MB). The automata kernels hand each
-#: DFA's classes over with it (:mod:`grammarmask.automata.kernels`), so reading a table by class
-#: costs a column gather; below a few thousand states the dense hand-over is cheaper still.
-#: Measured on JSONSchemaBench grammars when CFG lexers were handed over so too: of the largest
-#: (23,496 states) 84 -> 58 ms at 4,096 against 65,536, of one with 10,391 states 21 -> 10 ms. (A
-#: CFG's lexer table now always goes by class, made in Rust: :func:`grammarmask.native.cfg.flat_tables`.)
-DENSE_STATES = 4096
+__all__ = ["IMPORT_ERROR", "available", "native_vocabulary"]
 
 
 def available() -> bool:
