@@ -155,6 +155,12 @@ def test_byte_classes(d: DFA) -> None:
     got, k = kernels.byte_classes(d)
     want, k2 = column_classes(d.transitions)
     assert k == k2 and np.array_equal(got, want)
+    # a DFA built in Python makes its table by class from its table
+    classes, k3, by_class, accepting = DFA(d.transitions, d.accepting, d.start).class_table()
+    assert k3 == k and np.frombuffer(classes, dtype=np.uint8).tolist() == want.tolist()
+    table = np.frombuffer(by_class, dtype=np.int32).reshape(d.n_states, k)
+    assert np.array_equal(table, d.transitions[:, class_reps(want, k)])
+    assert accepting == d.accepting.tobytes()
 
 
 def _nfa_of(pattern: str, flags: int) -> tuple[NFA, int, int]:

@@ -137,8 +137,8 @@ class DFA:
         """``(classes, k, table, accepting)`` as bytes: the byte -> class map (256 bytes, see
         :meth:`byte_classes`), the number of classes, the transitions read by class (``n x k``
         int32, native order) and a byte per state (1: final). What the native CFG engine's lexer
-        hand-over reads (:func:`grammarmask.native.cfg.flat_tables`); kept on the DFA (a few
-        columns: a property key's literal has two or three)."""
+        hand-over reads (:func:`grammarmask.native.cfg.flat_tables`); kept on the DFA (``k`` is
+        far below 256: a property key's literal has a class per distinct byte and one more)."""
         got: tuple[bytes, int, bytes, bytes] | None = self.__dict__.get("_class_table")
         if got is None:
             classes, k = self.byte_classes()

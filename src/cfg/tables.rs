@@ -4,10 +4,10 @@
 //! Global state 0 is dead and terminal `t`'s states `1 ..` follow the states of the terminals before
 //! it (its state `s` is global `offset[t] + s`). The columns are the classes of bytes that every
 //! terminal treats alike: the common refinement of the terminals' own class maps, numbered by first
-//! appearance. Each terminal's table is read at its own classes (a few columns: a literal has two or
-//! three), so no 256-column table is made, copied or read again: Python's numpy hand-over of a
-//! JSONSchemaBench grammar (~20 terminals, ~290 states) made one and the engine then found its
-//! classes and reduced it.
+//! appearance. Each terminal's table is read at its own classes (a few columns: a literal has one
+//! per distinct byte and one more), so no 256-column table is made, copied or read again: Python's
+//! numpy hand-over of a JSONSchemaBench grammar (~20 terminals, ~290 states) made one and the
+//! engine then found its classes and reduced it.
 
 use crate::classes::{Cells, NeBytes};
 use crate::error::{Error, Result};
