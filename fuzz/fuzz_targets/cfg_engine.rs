@@ -11,7 +11,9 @@ use std::sync::Arc;
 use _engine::cfg::complete::INF;
 use _engine::cfg::earley::Grammar;
 use _engine::cfg::lexer::Lexer;
+use _engine::cfg::tables::{combine, TerminalTable};
 use _engine::cfg::{CfgEngine, Limits};
+use _engine::classes::NeBytes;
 use _engine::vocab::Vocab;
 use libfuzzer_sys::fuzz_target;
 
@@ -23,6 +25,10 @@ const BYTES: &[u8] = b"ab( ";
 
 fuzz_target!(|data: &[u8]| {
     let mut inp = Input::new(data);
+    if inp.below(5) == 0 {
+        combined_tables(&mut inp);
+        return;
+    }
     let n_tokens = 1 + inp.below(20);
     let tokens: Vec<Vec<u8>> = (0..n_tokens)
         .map(|_| {
@@ -164,3 +170,60 @@ fuzz_target!(|data: &[u8]| {
         }
     }
 });
+
+/// Arbitrary terminal tables by class (maps, cells and starts sometimes out of range): `combine`
+/// refuses them with an error or makes a table the lexer takes.
+fn combined_tables(inp: &mut Input<'_>) {
+    let n_terms = inp.below(4);
+    let mut parts: Vec<([u8; 256], usize, Vec<u8>, Vec<u8>, u32)> = Vec::new();
+    for _ in 0..n_terms {
+        let width = inp.below(4); // 0 is refused
+        let n = inp.below(4); // 0 is refused
+        let mut map = [0u8; 256];
+        for m in map.iter_mut().take(8) {
+            *m = inp.below(width + 1) as u8; // == width is refused
+        }
+        let cells = n * width + usize::from(inp.below(8) == 0);
+        let table: Vec<u8> = (0..cells)
+            .flat_map(|i| {
+                let to = if i < width {
+                    0
+                } else {
+                    inp.below(n + 1) as u32
+                };
+                to.to_ne_bytes()
+            })
+            .collect();
+        let accepting: Vec<u8> = (0..n)
+            .map(|s| u8::from(s > 0 && inp.below(2) == 0))
+            .collect();
+        parts.push((map, width, table, accepting, inp.below(n + 1) as u32));
+    }
+    let terms: Vec<TerminalTable<'_>> = parts
+        .iter()
+        .map(|(map, width, table, accepting, start)| TerminalTable {
+            map,
+            width: *width,
+            table: NeBytes(table),
+            accepting,
+            start: *start,
+        })
+        .collect();
+    let Ok(got) = combine(&terms) else {
+        return;
+    };
+    let n = got.accepting.len();
+    assert_eq!(got.table.len(), n * got.count);
+    let term_of: Vec<u32> = got.term_of.iter().map(|&t| t.max(0) as u32).collect();
+    let flags = |_| false;
+    let lexer = Lexer::classed(
+        got.table,
+        &got.map,
+        got.accepting.iter().map(|&a| a != 0).collect(),
+        term_of,
+        got.starts,
+        (0..n_terms).map(flags).collect(),
+        (0..n_terms).map(flags).collect(),
+    );
+    assert!(lexer.is_ok(), "{:?}", lexer.err());
+}
