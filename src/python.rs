@@ -436,27 +436,33 @@ impl PyCfgState {
 /// `wrap(bytes)` (the bytes themselves without `wrap`): mask `words` as a bytes object of packed
 /// uint32 words in native order, the form `mask` answers.
 fn words_object(py: Python<'_>, wrap: Option<&Py<PyAny>>, words: &Packed) -> PyResult<Py<PyAny>> {
-    let bytes = PyBytes::new_with(py, words.n_words() * 4, |buf| {
-        // (zeroed by PyO3)
-        match words {
-            Packed::Sparse { words, .. } => {
-                for &(i, w) in words.iter() {
+    let bytes = match words {
+        Packed::Dense(dense) => ne_words(py, dense)?,
+        Packed::Sparse { words: sparse, .. } => {
+            PyBytes::new_with(py, words.n_words() * 4, |buf| {
+                // (zeroed by PyO3)
+                for &(i, w) in sparse.iter() {
                     let at = 4 * i as usize;
                     buf[at..at + 4].copy_from_slice(&w.to_ne_bytes());
                 }
-            }
-            Packed::Dense(words) => {
-                for (out, w) in buf.chunks_exact_mut(4).zip(words.iter()) {
-                    out.copy_from_slice(&w.to_ne_bytes());
-                }
-            }
+                Ok(())
+            })?
         }
-        Ok(())
-    })?;
+    };
     match wrap {
         Some(wrap) => wrap.call1(py, (bytes,)),
         None => Ok(bytes.into_any().unbind()),
     }
+}
+
+/// `cells` as a bytes object of uint32 words in native order.
+fn ne_words<'py>(py: Python<'py>, cells: &[u32]) -> PyResult<Bound<'py, PyBytes>> {
+    PyBytes::new_with(py, 4 * cells.len(), |buf| {
+        for (out, c) in buf.chunks_exact_mut(4).zip(cells) {
+            out.copy_from_slice(&c.to_ne_bytes());
+        }
+        Ok(())
+    })
 }
 
 /// Write the mask `words` of `state` into `row` (every word of it), and bit `eos` (inside the row)
@@ -901,15 +907,9 @@ fn lexer_tables<'py>(
         )
         .collect();
     let got = guarded_sized(py, size, || combine(&terms))?;
-    let table = PyBytes::new_with(py, 4 * got.table.len(), |buf| {
-        for (cell, &c) in buf.chunks_exact_mut(4).zip(&got.table) {
-            cell.copy_from_slice(&c.to_ne_bytes());
-        }
-        Ok(())
-    })?;
     let term_of: Vec<u8> = got.term_of.iter().flat_map(|t| t.to_ne_bytes()).collect();
     Ok((
-        table,
+        ne_words(py, &got.table)?,
         PyBytes::new(py, &got.map),
         PyBytes::new(py, &got.accepting),
         PyBytes::new(py, &term_of),

@@ -8,7 +8,7 @@
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use super::{guarded, guarded_sized, to_u32s_ne, to_usize, whole_words};
+use super::{guarded, guarded_sized, ne_words, to_u32s_ne, to_usize, whole_words};
 use crate::automata::product::{product, Op, Operand};
 use crate::automata::subset::{determinize, Nfa, Stop};
 use crate::automata::{check, minimize::minimize, strings::from_strings, Dfa};
@@ -30,22 +30,7 @@ fn parts(py: Python<'_>, (d, classes): (Dfa, ByteClasses)) -> PyResult<DfaParts<
         Ok(())
     })?;
     // the exact classes are unions of the columns of `d` (bytes of one column behave alike)
-    let cols: Vec<usize> = classes
-        .reps
-        .iter()
-        .map(|&b| usize::from(d.map[usize::from(b)]))
-        .collect();
-    let by_class = PyBytes::new_with(py, 4 * d.n_states() * classes.count, |buf| {
-        let cells = buf.chunks_exact_mut(4);
-        let reads = d
-            .table
-            .chunks_exact(d.k)
-            .flat_map(|row| cols.iter().map(|&c| row[c]));
-        for (cell, t) in cells.zip(reads) {
-            cell.copy_from_slice(&t.to_ne_bytes());
-        }
-        Ok(())
-    })?;
+    let by_class = ne_words(py, &classes.reduce_classed(&d.map, &d.table[..], d.k))?;
     let accepting: Vec<u8> = d.accepting.iter().map(|&a| u8::from(a)).collect();
     Ok((
         table,
