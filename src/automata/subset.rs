@@ -5,7 +5,7 @@
 //! that constrains the rest of the input. A DFA state is a set of configurations
 //! `nfa_state * 4 + mode`.
 
-use super::minimize::minimize;
+use super::minimize::minimize_reduced;
 use super::Dfa;
 use crate::classes::ByteClasses;
 use rustc_hash::FxHashMap as HashMap;
@@ -56,24 +56,57 @@ pub enum Stop {
     Work(usize),
 }
 
+/// Scratch marks of the configurations in a closure: `stamp[c] == generation` for those in it.
+struct Marks {
+    stamp: Vec<u32>,
+    generation: u32,
+}
+
+impl Marks {
+    fn new(n_states: usize) -> Marks {
+        Marks {
+            stamp: vec![0; 4 * n_states],
+            generation: 0,
+        }
+    }
+
+    /// The stamps and a generation no configuration holds yet.
+    fn fresh(&mut self) -> (&mut Vec<u32>, u32) {
+        if self.generation == u32::MAX {
+            self.stamp.fill(0);
+            self.generation = 0;
+        }
+        self.generation += 1;
+        (&mut self.stamp, self.generation)
+    }
+}
+
 impl Nfa<'_> {
     fn n_states(&self) -> usize {
         self.eps_ptr.len() - 1
     }
 
     /// The epsilon closure of `kernel` (configurations) in a look-behind context, sorted.
-    fn closure(&self, kernel: &[u32], at_start: bool, prev_nl: bool) -> Vec<u32> {
-        let mut seen: rustc_hash::FxHashSet<u32> = kernel.iter().copied().collect();
-        let mut stack: Vec<u32> = kernel.to_vec();
-        let add = |c: u32, seen: &mut rustc_hash::FxHashSet<u32>, stack: &mut Vec<u32>| {
-            if seen.insert(c) {
-                stack.push(c);
+    fn closure(&self, kernel: &[u32], at_start: bool, prev_nl: bool, marks: &mut Marks) -> Vec<u32> {
+        let seen = marks.fresh();
+        let mut out: Vec<u32> = Vec::with_capacity(2 * kernel.len());
+        let add = |c: u32, seen: &mut [u32], gen: u32, out: &mut Vec<u32>| {
+            if seen[c as usize] != gen {
+                seen[c as usize] = gen;
+                out.push(c);
             }
         };
-        while let Some(c) = stack.pop() {
+        let (seen, gen) = (&mut seen.0[..], seen.1);
+        for &c in kernel {
+            add(c, seen, gen, &mut out);
+        }
+        let mut next = 0;
+        while next < out.len() {
+            let c = out[next];
+            next += 1;
             let (q, m) = ((c >> 2) as usize, c & 3);
             for &t in &self.eps[self.eps_ptr[q] as usize..self.eps_ptr[q + 1] as usize] {
-                add((t << 2) | m, &mut seen, &mut stack);
+                add((t << 2) | m, seen, gen, &mut out);
             }
             for &(kind, t) in
                 &self.asserts[self.assert_ptr[q] as usize..self.assert_ptr[q + 1] as usize]
@@ -91,12 +124,11 @@ impl Nfa<'_> {
                     // look-behind anchors keep the mode (FREE is the identity of meet)
                     let m2 = meet(m, c2);
                     if m2 != DEAD_MODE {
-                        add((t << 2) | m2, &mut seen, &mut stack);
+                        add((t << 2) | m2, seen, gen, &mut out);
                     }
                 }
             }
         }
-        let mut out: Vec<u32> = seen.into_iter().collect();
         out.sort_unstable();
         out
     }
@@ -146,7 +178,8 @@ pub fn determinize(
     let mut work = 0usize;
     let mut index: HashMap<Vec<u32>, u32> = HashMap::default();
     index.insert(Vec::new(), 0);
-    let init = nfa.closure(&[start << 2], true, false);
+    let mut marks = Marks::new(nfa.n_states());
+    let init = nfa.closure(&[start << 2], true, false, &mut marks);
     let (fin_free, fin_end) = ((final_state << 2) | FREE, (final_state << 2) | END);
     let accepts =
         |set: &[u32]| set.binary_search(&fin_free).is_ok() || set.binary_search(&fin_end).is_ok();
@@ -211,7 +244,7 @@ pub fn determinize(
             let closed = match closures.get(&key) {
                 Some(c) => c.clone(),
                 None => {
-                    let c = nfa.closure(&key.0, false, a == 10);
+                    let c = nfa.closure(&key.0, false, a == 10, &mut marks);
                     closures.insert(key, c.clone());
                     c
                 }
@@ -236,14 +269,33 @@ pub fn determinize(
             rows.push((sid, a, b - 1, tid));
         }
     }
+    // the table by byte intervals, cut at every bound a row has: each row covers whole intervals,
+    // so they are byte classes (not the coarsest, which minimisation finds), and no 256-column
+    // table is written and read back
+    let mut cuts = vec![false; 257];
+    for &(_, lo, hi, _) in &rows {
+        cuts[lo as usize] = true;
+        cuts[hi as usize + 1] = true;
+    }
+    let mut map = [0u8; 256];
+    let mut k = 0usize;
+    for (b, class) in map.iter_mut().enumerate() {
+        if b == 0 || cuts[b] {
+            k += 1;
+        }
+        *class = (k - 1) as u8;
+    }
     let n = index.len();
-    let mut table = vec![0u32; n * 256];
+    let mut red = vec![0u32; n * k];
     for (s, lo, hi, t) in rows {
-        for b in lo..=hi {
-            table[s as usize * 256 + b as usize] = t;
+        for c in usize::from(map[lo as usize])..=usize::from(map[hi as usize]) {
+            red[s as usize * k + c] = t;
         }
     }
-    Ok(minimize(&table[..], &accepting, 1))
+    // minimised over the coarsest classes (fewer columns for Hopcroft's splitters)
+    let coarse = ByteClasses::of_classed_table(&map, &red[..], k);
+    let red = coarse.reduce_classed(&map, &red[..], k);
+    Ok(minimize_reduced(&red, coarse.count, &coarse.map, &accepting, 1))
 }
 
 #[cfg(test)]
