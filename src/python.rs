@@ -930,6 +930,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(automata::dfa_from_strings, m)?)?;
     m.add_function(wrap_pyfunction!(automata::dfa_classes, m)?)?;
     m.add_function(wrap_pyfunction!(automata::dfa_determinize, m)?)?;
+    m.add_function(wrap_pyfunction!(automata::dfa_compose, m)?)?;
     m.add_function(wrap_pyfunction!(lark_syntax::lark_tokens, m)?)?;
     m.add_function(wrap_pyfunction!(lexer_tables, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

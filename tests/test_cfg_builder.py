@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import itertools
 
 import lark
@@ -10,7 +11,11 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import grammarmask as gm
+from grammarmask.automata import kernels
+from grammarmask.automata.regex import _build as regex_build
 from grammarmask.cfg import CompiledCfg
+from grammarmask.frontends.gbnf import parse_gbnf
+from grammarmask.ir import builder
 from grammarmask.ir.builder import (
     EMPTY,
     Alt,
@@ -20,6 +25,8 @@ from grammarmask.ir.builder import (
     Ref,
     Rep,
     Seq,
+    _Program,
+    _regex_of,
     alt,
     build_cfg,
     opt,
@@ -28,6 +35,8 @@ from grammarmask.ir.builder import (
     to_lark,
 )
 
+from .support import CORPUS as SHARED_CORPUS
+from .support import isomorphic
 from .support_json_schema import parses
 
 VOCAB = gm.Vocabulary.from_tokens([b"a", b"b", b""], eos_token_id=2)
@@ -158,3 +167,91 @@ def test_a_built_dfa_is_used_instead_of_the_regex() -> None:
     assert calls == [1]
     assert parses(lark.Lark(to_lark({"start": seq(Pat("(?=x)x+"), Lit(";"))})), "xx;")
     assert not _accepts(cfg, "ab")
+
+
+# --- scannerless runs: their DFA composed from the items equals the regex path's ----------------
+
+def _gbnf_class(text: str) -> Pat:
+    """The Pat the GBNF parser makes of a class (its regex, and its DFA from its ranges)."""
+    rules, _ = parse_gbnf(f"root ::= {text}")
+    pat = rules["root"]
+    assert isinstance(pat, Pat) and pat.build is not None, text
+    return pat
+
+
+RUN_LEAVES = [Lit("a"), Lit("é€"), Lit("😀b"), Lit(""), Pat("[ab]"), Ref("inl")] + [
+    _gbnf_class(c) for c in ["[a-c]", r"[^a\n]", r"[ \t]", r"[\u00e9-\u20ac]", ".", r"[^\x00-\x7f]",
+                              r"[\U0001F600-\U0001F64F0-9]", "[^]"]
+]
+run_exprs = st.recursive(st.sampled_from(RUN_LEAVES), _extend, max_leaves=8)
+
+
+def _composed(e: Expr, bodies: dict[str, Expr]) -> object:
+    program = _Program(bodies, {"inl": "(?:x)(?:[yz])"})
+    assert program.add(e)
+    got = kernels.compose(program.words, program.dfas, 100_000, 10_000, None)
+    assert not isinstance(got, str), got
+    return got
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(run_exprs)
+def test_a_run_composed_from_its_items_is_the_regex_paths_dfa(e: Expr) -> None:
+    bodies = {"inl": seq(Lit("x"), Pat("[yz]"))}
+    regex = _regex_of(e, {"inl": "(?:x)(?:[yz])"})
+    assert regex is not None
+    assert isomorphic(_composed(e, bodies), regex_build(regex, 0, 10_000)), regex
+
+
+def test_every_run_of_the_corpus_gbnf_grammars_composes_to_the_regex_paths_dfa(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    runs: list[tuple[str, Expr, dict[str, Expr], dict[str, str]]] = []
+    real = builder._run_dfa
+
+    def spy(regex: str, e: Expr, bodies: dict[str, Expr], inline: dict[str, str]) -> object:
+        runs.append((regex, e, bodies, inline))
+        return real(regex, e, bodies, inline)
+
+    monkeypatch.setattr(builder, "_run_dfa", spy)
+    monkeypatch.setenv("GRAMMARMASK_CACHE_DIR", "off")  # every grammar lowered here, none read back
+    files = sorted(glob.glob(f"{SHARED_CORPUS}/gbnf/*/*.gbnf"))
+    assert files
+    for path in files:
+        try:
+            gm.Gbnf.from_file(path)
+        except gm.GrammarError:
+            continue  # (test_gbnf.py holds which ones compile)
+    composed = 0
+    for regex, e, bodies, inline in runs:
+        program = _Program(bodies, inline)
+        if not program.add(e):  # a pattern left to the regex path (not a class)
+            continue
+        got = kernels.compose(program.words, program.dfas, 500_000, 10_000, None)
+        if isinstance(got, str):
+            continue
+        composed += 1
+        assert isomorphic(got, regex_build(regex, 0, 10_000)), regex
+    # (every run of these files is strings and classes)
+    assert composed == len(runs) and composed > 50, (composed, len(runs))
+
+
+def test_runs_past_the_kernels_bounds_or_with_other_patterns_take_the_regex_path() -> None:
+    # an NFA past its state bound: the regex path words the refusal, as before the kernel
+    with pytest.raises(gm.GrammarError, match="too large"):
+        gm.Gbnf("root ::= [a-z]{0,600000}")
+    # a pattern the kernel does not take (global flags): read as part of the run's regex, refused
+    assert not _Program({}, {}).add(seq(Lit("a"), Pat("(?i)b")))
+    with pytest.raises(gm.GrammarError):
+        build_cfg({"start": seq(Lit("a"), Pat("(?i)b"))}, scannerless=True)
+
+
+def test_a_malformed_program_is_an_error_not_a_crash() -> None:
+    from array import array
+
+    piece = regex_build("[ab]", 0, 100)
+    # empty; a literal shorter than said; no piece 1; too few children; no operation 7; 3 to 2 times
+    bad = ([], [0, 2, 0, 5, 97], [1, 1, 0, 4], [2, 2, 0, 8, 1, 0, 0, 4], [7, 0, 0, 4],
+           [4, 3, 2, 8, 1, 0, 0, 4])
+    for words in bad:
+        with pytest.raises(gm.GrammarMaskError, match="compose"):
+            kernels.compose(array("I", words), [piece], 100, 100, None)

@@ -30,7 +30,9 @@ try:
 except ImportError:  # a checkout whose extension was never built: the Python functions run
     _engine = None  # type: ignore[assignment]
 
-__all__ = ["available", "byte_classes", "determinize", "from_strings", "minimize", "product"]
+__all__ = [
+    "available", "byte_classes", "compose", "determinize", "from_strings", "minimize", "product",
+]  # fmt: skip
 
 
 def available() -> bool:
@@ -90,6 +92,20 @@ def determinize(nfa: NFA, start: int, final: int, max_states: int, max_work: int
 
     _, got = _engine.dfa_determinize(*flat(nfa.eps, 1), *flat(nfa.edges, 3), *flat(nfa.asserts, 2),
                                      start, final, max_states, -1 if max_work is None else max_work)
+    if isinstance(got, str):
+        return got
+    return _dfa(got)
+
+
+def compose(program: array[int], pieces: list[DFA], max_nfa: int, max_states: int,
+            max_work: int | None) -> DFA | str:
+    """The minimal DFA of a regular expression over byte strings and the DFAs ``pieces``, written as
+    ``program`` (uint32 words, src/automata/compose.rs), or ``"size"`` / ``"states"`` / ``"work"``
+    when its NFA passed ``max_nfa`` states or the subset construction a bound (the caller then
+    reads the expression as a regex). No Python function beside it: the regex path is its
+    specification (tests/test_ir_builder.py holds the two languages equal)."""
+    _, got = _engine.dfa_compose(program.tobytes(), [_args(d) for d in pieces], max_nfa, max_states,
+                                 -1 if max_work is None else max_work)
     if isinstance(got, str):
         return got
     return _dfa(got)

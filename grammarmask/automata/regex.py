@@ -36,7 +36,7 @@ from .ops import add_dfa_to_nfa, from_strings
 from .stack import stack_room
 from .utf8 import MAX_CODEPOINT, utf8_sequences
 
-__all__ = ["DEFAULT_MAX_STATES", "keep_dfa", "regex_to_dfa"]
+__all__ = ["DEFAULT_MAX_STATES", "char_class_dfa", "keep_dfa", "regex_to_dfa"]
 
 DEFAULT_MAX_STATES = 10_000
 _COMPOSE_ROWS = 60_000  # the composer's arena (1 KiB a row): past it, the NFA path decides
@@ -515,6 +515,14 @@ class _Builder:
 @functools.lru_cache(maxsize=4096)
 def _sequences(ranges: RangeSet) -> tuple[tuple[tuple[int, int], ...], ...]:
     return tuple(utf8_sequences(ranges))
+
+
+def char_class_dfa(ranges: tuple[tuple[int, int], ...], negate: bool = False) -> DFA:
+    """The DFA of one character of the code point ``ranges`` (inclusive pairs), or of any other
+    character when ``negate``: the language ``re`` gives the class ``[...]`` / ``[^...]`` of those
+    ranges, without re's parser (surrogates have no UTF-8 spelling: never matched)."""
+    exact = normalize(ranges)
+    return _charset_dfa(complement(exact) if negate else exact)
 
 
 def _charset_dfa_of(op: Any, av: Any, flags: int) -> DFA:

@@ -22,6 +22,7 @@ from typing import Any
 
 from .. import disk_cache
 from .._args import read_grammar_file
+from ..automata.regex import char_class_dfa
 from ..engine import compile_cfg
 from ..errors import BudgetExceeded, GrammarError
 from ..grammar import CompiledGrammar, Grammar
@@ -130,10 +131,10 @@ class _Parser:
                     chars.append(self.char())
                 node: Expr | None = Lit("".join(chars)) if chars else None
             elif c == "[":
-                node = Pat(self.char_class())
+                node = self.char_class()
             elif c == ".":
                 self.pos += 1
-                node = Pat("(?s:.)")
+                node = _ANY_CHAR
             elif c == "(":
                 if self.depth >= self.max_depth:
                     err = self.error("")
@@ -220,7 +221,8 @@ class _Parser:
             return chr(cp)
         raise self.error(f"unknown escape \\{e}")
 
-    def char_class(self) -> str:
+    def char_class(self) -> Pat:
+        """A ``[...]`` class: its regex, and its DFA made from its ranges (no regex read back)."""
         t = self.text
         start = self.pos
         self.pos += 1
@@ -228,6 +230,7 @@ class _Parser:
         if negate:
             self.pos += 1
         parts = []
+        ranges = []
         while True:
             if self.pos >= len(t):
                 raise self.error("unterminated character class", start)
@@ -241,11 +244,18 @@ class _Parser:
                 if ord(hi) < ord(lo):
                     raise self.error(f"character range {lo!r}-{hi!r} is reversed", start)
                 parts.append(f"{_cls(lo)}-{_cls(hi)}")
+                ranges.append((ord(lo), ord(hi)))
             else:
                 parts.append(_cls(lo))
+                ranges.append((ord(lo), ord(lo)))
         if not parts:
-            return "(?s:.)" if negate else "(?!)"
-        return "[" + ("^" if negate else "") + "".join(parts) + "]"
+            return _ANY_CHAR if negate else Pat("(?!)")
+        regex = "[" + ("^" if negate else "") + "".join(parts) + "]"
+        return Pat(regex, build=functools.partial(char_class_dfa, tuple(ranges), negate))
+
+
+# "." (and "[^]"): any character
+_ANY_CHAR = Pat("(?s:.)", build=functools.partial(char_class_dfa, ((0, 0x10FFFF),)))
 
 
 def _cls(c: str) -> str:

@@ -18,7 +18,8 @@ Two lexing policies:
   longest-match. Each maximal run of regular items in a sequence becomes one *non-greedy* terminal
   (it may end at any accepting point, so the translation is exact); a run that holds the empty
   string becomes ``N -> T | ()``; a rule whose whole body is regular becomes one terminal, and small
-  regular rules are inlined where they are used.
+  regular rules are inlined where they are used. A run's DFA is built from its items (strings, and
+  the DFAs of character classes) by the Rust kernels, not from its pattern printed as a regex.
 
 Lowering: each nested alternative or repeat becomes one fresh nonterminal, shared by equal
 expressions; ``x?`` is a nullable nonterminal (not two copies of the enclosing rule, which would
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import re
+from array import array
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -283,7 +285,7 @@ class _Lowering:
         if self.scannerless and isinstance(e, Alt):
             rx = _regex_of(e, self.inline)
             if rx is not None:
-                sym = self.regular(rx)
+                sym = self.regular(rx, e)
                 self.rules.append(Rule(n, () if sym is None else (sym,)))
                 return
         for x in e.alts if isinstance(e, Alt) else (e,):
@@ -294,20 +296,21 @@ class _Lowering:
         if not self.scannerless:
             return tuple(self.symbol(x) for x in items)
         rhs: list[int] = []
-        run: list[str] = []  # regular items not yet merged into a terminal
+        run: list[tuple[str, Expr]] = []  # regular items not yet merged into a terminal
         for x in items:
             rx = _regex_of(x, self.inline)
             if rx is None:
                 self.flush(run, rhs)
                 rhs.append(self.symbol(x))
             elif rx:
-                run.append(rx)
+                run.append((rx, x))
         self.flush(run, rhs)
         return tuple(rhs)
 
-    def flush(self, run: list[str], rhs: list[int]) -> None:
+    def flush(self, run: list[tuple[str, Expr]], rhs: list[int]) -> None:
         if run:
-            sym = self.regular("".join(f"(?:{r})" for r in run))
+            rx = "".join(f"(?:{r})" for r, _ in run)
+            sym = self.regular(rx, run[0][1] if len(run) == 1 else Seq(tuple(x for _, x in run)))
             run.clear()
             if sym is not None:
                 rhs.append(sym)
@@ -371,10 +374,11 @@ class _Lowering:
         self.terminals.append(Terminal(name, dfa, greedy=True))
         return t
 
-    def regular(self, regex: str) -> int | None:
-        """Scannerless: a symbol for the language of ``regex`` (None when it is only the empty
-        string): its non-greedy terminal, or ``N -> T | ()`` when it holds the empty string."""
-        dfa = _regex_dfa(regex)
+    def regular(self, regex: str, e: Expr) -> int | None:
+        """Scannerless: a symbol for the language of the regular ``e``, written ``regex`` (None when
+        it is only the empty string): its non-greedy terminal, or ``N -> T | ()`` when it holds the
+        empty string."""
+        dfa = _run_dfa(regex, e, self.bodies, self.inline)
         nullable = bool(dfa.start) and bool(dfa.accepting[dfa.start])
         if regex not in self.terms:
             rest = _without_empty(dfa)
@@ -416,6 +420,90 @@ def _regex_of(e: Expr, inline: Mapping[str, str]) -> str | None:
             return None
         return f"(?:{inner}){{{e.lo},{'' if e.hi is None else e.hi}}}"
     raise TypeError(f"not an expression: {e!r}")
+
+
+def _run_dfa(regex: str, e: Expr, bodies: Mapping[str, Expr], inline: Mapping[str, str]) -> Any:
+    """The DFA of a scannerless run ``e`` (its pattern ``regex``, from :func:`_regex_of`), kept in the
+    process-wide cache of automata. Made from ``e`` itself where the Rust kernels import
+    (:func:`~grammarmask.automata.kernels.compose`: its strings, and its character classes' DFAs,
+    made once per process), else, or past the kernel's bounds, from ``regex`` (re's parser, an NFA
+    built in Python, the subset construction: 80% of json.gbnf's compile, 5 ms)."""
+    from ..automata import DEFAULT_MAX_STATES, kernels
+    from ..automata.regex import check_depth
+    from ..limits import active
+
+    limits = active()
+    # the regex path's refusal of deep nesting, first (the program below recurses as its parser would)
+    check_depth(regex, limits.regex_depth)
+
+    def make() -> Any:
+        if kernels.available():
+            program = _Program(bodies, inline)
+            if program.add(e):
+                got = kernels.compose(program.words, program.dfas, max(100_000, 50 * DEFAULT_MAX_STATES),
+                                      DEFAULT_MAX_STATES, limits.regex_subset_work)
+                if not isinstance(got, str):
+                    return got
+        return _regex_dfa(regex)
+
+    return automaton(("regular run", regex, limits.regex_subset_work, limits.regex_depth), make)
+
+
+_LIT, _PIECE, _CAT, _ALT, _REP = range(5)  # src/automata/compose.rs's operations
+_UNBOUNDED = 0xFFFF_FFFF
+
+
+class _Program:
+    """A regular expression as src/automata/compose.rs reads it: nodes ``[op, a, b, size, ...]`` in
+    prefix order, its character classes as leaf DFAs."""
+
+    def __init__(self, bodies: Mapping[str, Expr], inline: Mapping[str, str]) -> None:
+        self.bodies, self.inline = bodies, inline
+        self.words = array("I")
+        self.dfas: list[Any] = []
+        self.piece: dict[str, int] = {}
+
+    def add(self, e: Expr) -> bool:
+        """Write ``e``; False where it holds what is left to the regex path (a pattern other than a
+        character class or ``.``, text that is not UTF-8)."""
+        w, at = self.words, len(self.words)
+        if isinstance(e, Lit):
+            try:
+                data = e.text.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate: the regex path words the refusal
+                return False
+            w.extend((_LIT, len(data), 0, 4 + len(data)))
+            w.extend(data)
+            return True
+        if isinstance(e, Pat):
+            # its own DFA (a GBNF class's, from its ranges) or a class's through the regex path
+            # (only a class: any other pattern, e.g. with global flags, is read as part of the run)
+            if e.opaque or (e.build is None and not e.regex.startswith("[")):
+                return False
+            i = self.piece.get(e.regex)
+            if i is None:
+                i = self.piece[e.regex] = len(self.dfas)
+                self.dfas.append(e.build() if e.build is not None else _regex_dfa(e.regex))
+            w.extend((_PIECE, i, 0, 4))
+            return True
+        if isinstance(e, Ref):  # an inlined rule (regular, and smaller rules only)
+            return e.name in self.inline and self.add(self.bodies[e.name])
+        if isinstance(e, (Seq, Alt)):
+            items = e.items if isinstance(e, Seq) else e.alts
+            w.extend((_CAT if isinstance(e, Seq) else _ALT, len(items), 0, 0))
+            if not all(self.add(x) for x in items):
+                return False
+        elif isinstance(e, Rep):
+            hi = _UNBOUNDED if e.hi is None else e.hi
+            if max(e.lo, hi if e.hi is not None else 0) >= _UNBOUNDED:
+                return False
+            w.extend((_REP, e.lo, hi, 0))
+            if not self.add(e.item):
+                return False
+        else:
+            return False
+        w[at + 3] = len(w) - at
+        return True
 
 
 _INLINE_MAX = 400  # scannerless: regular rules up to this pattern length are inlined where used

@@ -8,6 +8,7 @@
 //! A DFA is a dense table of `n * 256` next states, state 0 dead (its row all zeros, not
 //! accepting), as `grammarmask.automata.DFA` holds it.
 
+pub mod compose;
 pub mod minimize;
 pub mod product;
 pub mod strings;

@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use super::{guarded, guarded_sized, ne_words, to_u32s_ne, to_usize, whole_words};
+use crate::automata::compose::{compose, Piece, Refusal};
 use crate::automata::product::{product, Op, Operand};
 use crate::automata::subset::{determinize, Nfa, Stop};
 use crate::automata::{check, minimize::minimize, strings::from_strings, Dfa};
@@ -257,5 +258,53 @@ pub fn dfa_determinize<'py>(
         Ok(d) => (true, parts(py, d)?.into_pyobject(py)?.into_any().unbind()),
         Err(Stop::States(_)) => (false, "states".into_pyobject(py)?.into_any().unbind()),
         Err(Stop::Work(_)) => (false, "work".into_pyobject(py)?.into_any().unbind()),
+    })
+}
+
+/// `dfa_compose(program, pieces, max_nfa, max_states, max_work)`: the minimal DFA of a regular
+/// expression over byte strings and leaf DFAs (`crate::automata::compose`: the program as uint32
+/// words in native order; each piece `(transitions, accepting, start)`); `max_work` -1 for no
+/// bound. Returns `(True, dfa parts)`, or `(False, "size")` / `(False, "states")` /
+/// `(False, "work")` when a bound was passed (the caller then takes the regex path).
+#[pyfunction]
+pub fn dfa_compose<'py>(
+    py: Python<'py>,
+    program: &Bound<'py, PyBytes>,
+    pieces: Vec<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, i64)>,
+    max_nfa: i64,
+    max_states: i64,
+    max_work: i64,
+) -> PyResult<(bool, Py<PyAny>)> {
+    let program = program.as_bytes();
+    let raw: Vec<(&[u8], Vec<bool>, i64)> = pieces
+        .iter()
+        .map(|(t, a, s)| (t.as_bytes(), flags(a), *s))
+        .collect();
+    let size = program.len().saturating_mul(64) + raw.iter().map(|p| p.0.len()).sum::<usize>();
+    let got = guarded_sized(py, size, move || {
+        let prog = to_u32s_ne(program, "compose: program")?;
+        let pieces = raw
+            .iter()
+            .enumerate()
+            .map(|(i, (table, accepting, start))| {
+                let (cells, start) = checked(table, accepting, *start, &format!("compose: piece {i}"))?;
+                Ok(Piece::of_dense(&cells, accepting, start))
+            })
+            .collect::<Result<Vec<Piece>>>()?;
+        let max_nfa = to_usize(max_nfa, "compose: max_nfa")?;
+        let max_states = to_usize(max_states, "compose: max_states")?;
+        let max_work = usize::try_from(max_work).ok();
+        compose(&prog, &pieces, max_nfa, max_states, max_work)
+    })?;
+    Ok(match got {
+        Ok(d) => (true, parts(py, d)?.into_pyobject(py)?.into_any().unbind()),
+        Err(r) => {
+            let why = match r {
+                Refusal::Size(_) => "size",
+                Refusal::Stopped(Stop::States(_)) => "states",
+                Refusal::Stopped(Stop::Work(_)) => "work",
+            };
+            (false, why.into_pyobject(py)?.into_any().unbind())
+        }
     })
 }
