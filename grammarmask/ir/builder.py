@@ -429,15 +429,14 @@ def _run_dfa(regex: str, e: Expr, bodies: Mapping[str, Expr], inline: Mapping[st
     made once per process), else, or past the kernel's bounds, from ``regex`` (re's parser, an NFA
     built in Python, the subset construction: 80% of json.gbnf's compile, 5 ms)."""
     from ..automata import DEFAULT_MAX_STATES, kernels
-    from ..automata.regex import check_depth
     from ..limits import active
 
     limits = active()
-    # the regex path's refusal of deep nesting, first (the program below recurses as its parser would)
-    check_depth(regex, limits.regex_depth)
 
     def make() -> Any:
         if kernels.available():
+            # (no regex is parsed here, so Limits.regex_depth does not apply: the program nests as
+            # the expression, which the front end's Limits.grammar_nesting bounds)
             program = _Program(bodies, inline)
             if program.add(e):
                 got = kernels.compose(program.words, program.dfas, max(100_000, 50 * DEFAULT_MAX_STATES),
