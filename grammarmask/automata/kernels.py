@@ -31,7 +31,8 @@ except ImportError:  # a checkout whose extension was never built: the Python fu
     _engine = None  # type: ignore[assignment]
 
 __all__ = [
-    "available", "byte_classes", "compose", "determinize", "from_strings", "minimize", "product",
+    "available", "byte_classes", "compose", "determinize", "from_strings", "minimize", "minimize_table",
+    "product",
 ]  # fmt: skip
 
 
@@ -57,6 +58,12 @@ def _args(d: DFA) -> tuple[bytes, bytes, int]:
 def minimize(d: DFA) -> DFA:
     """:func:`grammarmask.automata.dfa.minimize`."""
     return _dfa(_engine.dfa_minimize(*_args(d)))
+
+
+def minimize_table(table: bytes, accepting: bytes, start: int) -> DFA:
+    """:func:`minimize` of a DFA given as its dense table's int32 cells (native order), one byte per
+    state for accepting, and its start: for a table built as bytes, no numpy array made first."""
+    return _dfa(_engine.dfa_minimize(table, accepting, start))
 
 
 def product(a: DFA, b: DFA, op: str, limit: int) -> DFA:
