@@ -409,6 +409,8 @@ def test_common_lark_s_terminal_dfas_are_made_once_per_installation(
     lark_bundled._keep.cache_clear()
     monkeypatch.setattr(lark_bundled, "_terminal_dfas", lambda text: pytest.fail("made again"))
     lark_syntax._BUNDLED.clear()
+    lark_rules._WIDTHS.clear()  # read back with the DFAs: lark's widths of NUMBER's parts
+    monkeypatch.setattr(lark.utils, "get_regexp_width", lambda p: pytest.fail(f"width of {p} made again"))
     built: list[str] = []
     build = rx_module._build
     monkeypatch.setattr(rx_module, "_build", lambda p, *a: built.append(p) or build(p, *a))

@@ -8,6 +8,8 @@ cache (kind ``lark-bundled-dfas``, as the file's tree is, :func:`.lark_syntax._b
 the first time a process's grammar imports from the file, put in the process-wide cache of automata
 (:func:`~grammarmask.automata.regex.keep_dfa`), where the terminals' patterns find them. Making
 them takes ~0.1 s, once per installation (and regex budgets); reading them back ~0.3 ms a process.
+Lark's widths of the patterns (by which a terminal's alternatives are ordered, so its pattern is
+lark's) are kept beside them (:func:`.lark_rules.keep_widths`).
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ def _keep(*key: Any) -> None:
     from ..automata.dfa import DFA
     from ..automata.regex import keep_dfa
     from ..errors import GrammarMaskError
+    from .lark_rules import keep_widths
 
     _making.active = True
     try:
@@ -74,13 +77,20 @@ def _keep(*key: Any) -> None:
         return
     finally:
         _making.active = False
-    for pattern, (table, accepting, start) in kept.items():
+    dfas, widths = kept
+    for pattern, (table, accepting, start) in dfas.items():
         t = np.frombuffer(table, dtype=np.int32).reshape(-1, 256)
         keep_dfa(pattern, DFA._trusted(t, np.frombuffer(accepting, dtype=np.bool_), start))
+    keep_widths(widths)
 
 
-def _made() -> dict[str, tuple[bytes, bytes, int]]:
-    return _plain(_terminal_dfas(_common_text()))
+def _made() -> tuple[dict[str, tuple[bytes, bytes, int]], dict[str, tuple[int, int]]]:
+    """The DFAs, and lark's widths of the patterns whose alternatives a grammar orders by them."""
+    from .lark_rules import recording_widths
+
+    with recording_widths() as widths:
+        dfas = _plain(_terminal_dfas(_common_text()))
+    return dfas, dict(widths)
 
 
 def _plain(dfas: dict[str, Any]) -> dict[str, tuple[bytes, bytes, int]]:

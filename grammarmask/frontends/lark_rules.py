@@ -21,11 +21,14 @@ words the refusal. ``tests/test_lark_syntax.py`` holds the two ways to the same 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+from ..cache import Lru
 from ..ir.builder import EMPTY, Expr, Pat, Ref, Rep, alt, seq
 
 __all__ = ["compile_rules"]
@@ -132,12 +135,41 @@ def _longest_first(p: Any) -> tuple[int, int, int]:
     return -hi, -lo, -len(p.value)
 
 
-@functools.lru_cache(maxsize=4096)
-def _width(regexp: str) -> tuple[int, int]:
-    from lark.utils import get_regexp_width
+# lark's (min, max) widths of patterns, by pattern: per process, and for common.lark's patterns read
+# back with its DFAs (.lark_bundled): each is re's parser on the pattern, and sql.lark's first
+# compile in a process asked for six of them (NUMBER's parts), 0.5 ms
+_WIDTHS: Lru[str, tuple[int, int]] = Lru(4096)
+_asked = threading.local()  # .widths: a dict recording every width asked for (recording_widths)
 
-    lo, hi = get_regexp_width(regexp)
-    return lo, hi
+
+def _width(regexp: str) -> tuple[int, int]:
+    width = _WIDTHS.get(regexp)
+    if width is None:
+        from lark.utils import get_regexp_width
+
+        lo, hi = get_regexp_width(regexp)
+        width = (lo, hi)
+        _WIDTHS.put(regexp, width)
+    seen = getattr(_asked, "widths", None)
+    if seen is not None:
+        seen[regexp] = width
+    return width
+
+
+@contextlib.contextmanager
+def recording_widths() -> Iterator[dict[str, tuple[int, int]]]:
+    """The widths this thread asks for inside the block, by pattern (for :func:`keep_widths`)."""
+    _asked.widths = seen = {}
+    try:
+        yield seen
+    finally:
+        _asked.widths = None
+
+
+def keep_widths(widths: Mapping[str, tuple[int, int]]) -> None:
+    """Keep widths made earlier (by lark's ``get_regexp_width``) where the compile looks for them."""
+    for regexp, (lo, hi) in widths.items():
+        _WIDTHS.put(regexp, (lo, hi))
 
 
 def _terminal_pattern(tree: Any) -> Any:
