@@ -167,6 +167,16 @@ class Limits:
                 f"Limits.json_schema_depth must be <= {MAX_JSON_SCHEMA_DEPTH}, got {self.json_schema_depth}"
             )
 
+    def __repr__(self) -> str:
+        # the dataclass's own text, made once: the disk cache's keys hold the limits in force, and
+        # each compile wrote them out about six times, 7 us each
+        text = self.__dict__.get("_repr")
+        if text is None:
+            inner = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self))
+            text = f"{type(self).__qualname__}({inner})"
+            object.__setattr__(self, "_repr", text)
+        return text
+
 
 _DEFAULT = Limits()
 _ACTIVE: contextvars.ContextVar[Limits] = contextvars.ContextVar("grammarmask_limits")
