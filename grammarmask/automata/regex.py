@@ -80,8 +80,8 @@ def regex_to_dfa(pattern: str, flags: int = 0, *, max_states: int = DEFAULT_MAX_
     """
     if not isinstance(pattern, str):
         raise GrammarError(f"expected a str pattern, got {type(pattern).__name__}")
-    if len(pattern) <= UNKEPT_LITERAL_CHARS:  # only literals: made each time, not kept
-        made = _plain_dfa(pattern, flags, max_states)
+    if len(pattern) <= UNKEPT_LITERAL_CHARS:  # only literals: not kept with the costly automata
+        made = _short_plain_dfa(pattern, flags, max_states)
         if made is not None:
             return made
     limits = active()
@@ -190,6 +190,14 @@ def _plain_dfa(pattern: str, flags: int, max_states: int) -> DFA | None:
     """The DFA of a pattern that is only ``lit|lit|...`` (:func:`_plain_alternation`), else None."""
     plain = _plain_alternation(pattern, flags)
     return None if plain is None else _check_size(from_strings(x.encode("utf-8") for x in plain), max_states)
+
+
+@functools.lru_cache(maxsize=512)
+def _short_plain_dfa(pattern: str, flags: int, max_states: int) -> DFA | None:
+    """:func:`_plain_dfa` of a short pattern, kept apart from the costly automata (whose cache such
+    DFAs would flush: UNKEPT_LITERAL_CHARS): JSON keys ("name", "type", "id") and the patterns
+    that are not plain (a schema's number and space patterns, asked of every schema again)."""
+    return _plain_dfa(pattern, flags, max_states)
 
 
 def _plain_alternation(pattern: str, flags: int) -> list[str] | None:
