@@ -341,7 +341,10 @@ mod tests {
     }
 
     fn run(prog: &[u32], pieces: &[Piece]) -> Dfa {
-        compose(prog, pieces, 10_000, 10_000, None).unwrap().unwrap().0
+        compose(prog, pieces, 10_000, 10_000, None)
+            .unwrap()
+            .unwrap()
+            .0
     }
 
     #[test]
@@ -354,7 +357,12 @@ mod tests {
             &[
                 lit(b""),
                 lit(b" "),
-                node(CAT, 2, 0, &[lit(b"\n"), node(REP, 0, 2, &[vec![PIECE, 0, 0, 4]])]),
+                node(
+                    CAT,
+                    2,
+                    0,
+                    &[lit(b"\n"), node(REP, 0, 2, &[vec![PIECE, 0, 0, 4]])],
+                ),
             ],
         );
         let prog = node(CAT, 2, 0, &[lit(b"{"), ws]);

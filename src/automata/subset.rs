@@ -87,7 +87,13 @@ impl Nfa<'_> {
     }
 
     /// The epsilon closure of `kernel` (configurations) in a look-behind context, sorted.
-    fn closure(&self, kernel: &[u32], at_start: bool, prev_nl: bool, marks: &mut Marks) -> Vec<u32> {
+    fn closure(
+        &self,
+        kernel: &[u32],
+        at_start: bool,
+        prev_nl: bool,
+        marks: &mut Marks,
+    ) -> Vec<u32> {
         let seen = marks.fresh();
         let mut out: Vec<u32> = Vec::with_capacity(2 * kernel.len());
         let add = |c: u32, seen: &mut [u32], gen: u32, out: &mut Vec<u32>| {
@@ -295,7 +301,13 @@ pub fn determinize(
     // minimised over the coarsest classes (fewer columns for Hopcroft's splitters)
     let coarse = ByteClasses::of_classed_table(&map, &red[..], k);
     let red = coarse.reduce_classed(&map, &red[..], k);
-    Ok(minimize_reduced(&red, coarse.count, &coarse.map, &accepting, 1))
+    Ok(minimize_reduced(
+        &red,
+        coarse.count,
+        &coarse.map,
+        &accepting,
+        1,
+    ))
 }
 
 #[cfg(test)]

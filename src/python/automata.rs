@@ -287,7 +287,8 @@ pub fn dfa_compose<'py>(
             .iter()
             .enumerate()
             .map(|(i, (table, accepting, start))| {
-                let (cells, start) = checked(table, accepting, *start, &format!("compose: piece {i}"))?;
+                let (cells, start) =
+                    checked(table, accepting, *start, &format!("compose: piece {i}"))?;
                 Ok(Piece::of_dense(&cells, accepting, start))
             })
             .collect::<Result<Vec<Piece>>>()?;
