@@ -65,8 +65,23 @@ _STORED = frozenset({"JsonSchema", "Lark", "Gbnf"})
 
 
 def stable(key: Hashable) -> bool:
-    """Whether ``key``'s ``repr`` names its content (not an object's address, as a function's does)."""
-    return " at 0x" not in repr(key)
+    """Whether ``key``'s ``repr`` names its content (not an object's address, as a function's does).
+    Strings, numbers and tuples of them do without a look at their text (a JSON Schema's key holds
+    the schema's JSON, written out three times a compile only to be searched)."""
+    stack = [key]
+    while stack:
+        x = stack.pop()
+        t = type(x)
+        if t in _PLAIN:
+            continue
+        if t is tuple or t is frozenset:
+            stack.extend(x)
+        elif " at 0x" in repr(x):
+            return False
+    return True
+
+
+_PLAIN = frozenset({str, bytes, int, float, bool, type(None)})
 
 
 def compile_through(grammar: Grammar, vocab: Vocabulary, key: Hashable, limits: Limits, engine: str,
