@@ -453,3 +453,56 @@ def test_what_lark_s_checks_refuse_is_refused_in_lark_s_words(name: str) -> None
     with pytest.raises(lark.exceptions.GrammarError) as ours:
         lark_syntax.load_grammar(text, "<string>", [])
     assert str(ours.value) == str(want.value)
+
+
+def test_an_imported_definition_is_copied_as_deepcopy_copies_it() -> None:
+    """What a grammar takes from common.lark is handed out as a copy written by hand: equal to
+    ``copy.deepcopy``'s, sharing no object with the kept definition, and a subtree the kept one
+    uses twice (its terminals' references resolved) used twice in the copy too."""
+    import copy
+
+    from lark.lexer import Token
+    from lark.tree import Tree
+
+    names = ", ".join(n for n in lark_syntax._read_bundled(lark_bundled_text())[1] if not n.startswith("_"))
+    lark_syntax._BUNDLED.clear()
+    gm.Lark(f"start: NUMBER\n%import common ({names})\n")
+    kept = [d for defs, _used in lark_syntax._BUNDLED.values() for d in defs.values()]
+    assert len(kept) >= 20
+
+    def shape(x: Any, seen: dict[int, int]) -> Any:
+        # the structure, with each object numbered by first appearance (so sharing shows)
+        first = seen.setdefault(id(x), len(seen))
+        if isinstance(x, Tree):
+            return ("tree", first, x.data, [shape(c, seen) for c in x.children])
+        if isinstance(x, Token):
+            return ("token", first, x.type, str(x), x.start_pos, x.line, x.column)
+        return ("other", first, repr(x))
+
+    shared = 0
+    for d in kept:
+        mine, theirs = lark_syntax._copied(d), copy.deepcopy(d)
+        assert type(mine) is type(theirs) and mine.is_term == theirs.is_term
+        assert mine.params == theirs.params and mine.options == theirs.options
+        assert shape(mine.tree, {}) == shape(theirs.tree, {})
+        originals = set()
+        stack = [d.tree]
+        while stack:
+            t = stack.pop()
+            originals.add(id(t))
+            stack.extend(t.children if isinstance(t, Tree) else ())
+        copies: list[Any] = [mine.tree]
+        count: dict[int, int] = {}
+        while copies:
+            t = copies.pop()
+            assert id(t) not in originals
+            count[id(t)] = count.get(id(t), 0) + 1
+            copies.extend(t.children if isinstance(t, Tree) else ())
+        shared += sum(n > 1 for n in count.values())
+    assert shared > 0  # (resolved terminals: the same subtree in several places)
+
+
+def lark_bundled_text() -> str:
+    from grammarmask.frontends import lark_bundled
+
+    return lark_bundled._common_text()

@@ -118,10 +118,18 @@ def _literal_of(kind: str, text: str) -> Any:
 
 
 def _range(first: Any, last: Any) -> Any:
+    return _range_of(first.value, last.value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _range_of(first: str, last: str) -> Any:
+    """lark's pattern of the range ``"a".."z"`` (its ends as written); kept: lark reads each end with
+    ast.literal_eval, and common.lark's digits and letters were a seventh of a grammar importing
+    NUMBER."""
     from lark.lexer import PatternRE
     from lark.load_grammar import eval_escaping
 
-    a, b = first.value[1:-1], last.value[1:-1]
+    a, b = first[1:-1], last[1:-1]
     if len(eval_escaping(a)) != 1 or len(eval_escaping(b)) != 1:  # type: ignore[no-untyped-call]
         raise _ToLark
     return PatternRE(f"[{a}-{b}]")

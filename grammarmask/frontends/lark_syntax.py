@@ -480,12 +480,41 @@ def _builder() -> type:
             if name in self._definitions:
                 raise GrammarError(f"Cannot import '{name}' from '{os.path.join(*dotted_path) + '.lark'}': "
                                    "Symbol already defined.")
-        self._definitions.update((name, copy.deepcopy(d)) for name, d in definitions.items())
+        self._definitions.update((name, _copied(d)) for name, d in definitions.items())
         self.used_files.update(used)
         return None
 
     setattr(builder, "do_import", do_import_bundled)  # noqa: B010
     return builder
+
+
+def _copied(definition: Any) -> Any:
+    """``copy.deepcopy`` of a kept definition, written out for what it holds (trees of trees and
+    tokens, a subtree used twice copied once, as deepcopy keeps it): deepcopy's generic walk was a
+    sixth of a small grammar's compile that imports NUMBER."""
+    from lark.lexer import Token
+    from lark.tree import Tree
+
+    memo: dict[int, Any] = {}
+
+    def leaf(x: Any) -> Any:
+        if type(x) is not Token:
+            return copy.deepcopy(x, memo)
+        c = memo.get(id(x))
+        if c is None:
+            c = memo[id(x)] = Token(x.type, x.value, x.start_pos, x.line, x.column)
+        return c
+
+    def tree(t: Any) -> Any:
+        c = memo.get(id(t))
+        if c is None:
+            kids = [tree(k) if isinstance(k, Tree) else leaf(k) for k in t.children]
+            c = memo[id(t)] = type(t)(t.data, kids, meta=t._meta)
+        return c
+
+    d = definition  # (lark's Definition as the mirrored releases have it: no copy of its own)
+    return type(d)(d.is_term, None if d.tree is None else tree(d.tree), [leaf(p) for p in d.params],
+                   copy.deepcopy(d.options, memo))
 
 
 def _resolve_term_references(term_dict: dict[str, Any]) -> None:
