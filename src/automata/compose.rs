@@ -13,7 +13,7 @@
 //! - [`CAT`] / [`ALT`]: the concatenation / union of the `a` child nodes of the payload;
 //! - [`REP`]: the one child node repeated `a` to `b` times ([`UNBOUNDED`]: no upper bound).
 
-use super::subset::{determinize, Nfa, Stop};
+use super::subset::{determinize, flatten, Nfa, Stop};
 use super::Dfa;
 use crate::classes::{ByteClasses, Cells};
 use crate::error::{Error, Result};
@@ -285,18 +285,8 @@ pub fn compose(
     if arena.header(0).ok().map(|h| h[3] as usize) != Some(prog.len()) {
         return Err(Error::new("compose: the program holds more than one node"));
     }
-    fn flat<T: Copy>(v: &[Vec<T>]) -> (Vec<u32>, Vec<T>) {
-        let mut ptr = Vec::with_capacity(v.len() + 1);
-        ptr.push(0u32);
-        let mut out = Vec::new();
-        for x in v {
-            out.extend_from_slice(x);
-            ptr.push(out.len() as u32);
-        }
-        (ptr, out)
-    }
-    let (eps_ptr, eps) = flat(&arena.eps);
-    let (edge_ptr, edges) = flat(&arena.edges);
+    let (eps_ptr, eps) = flatten(&arena.eps);
+    let (edge_ptr, edges) = flatten(&arena.edges);
     let assert_ptr = vec![0u32; arena.eps.len() + 1];
     let nfa = Nfa {
         eps_ptr: &eps_ptr,

@@ -56,6 +56,19 @@ pub enum Stop {
     Work(usize),
 }
 
+/// Per-state lists as one list and the `n + 1` offsets of each state's items in it (an [`Nfa`]'s
+/// layout).
+pub fn flatten<T: Copy>(lists: &[Vec<T>]) -> (Vec<u32>, Vec<T>) {
+    let mut ptr = Vec::with_capacity(lists.len() + 1);
+    ptr.push(0u32);
+    let mut out = Vec::new();
+    for x in lists {
+        out.extend_from_slice(x);
+        ptr.push(out.len() as u32);
+    }
+    (ptr, out)
+}
+
 /// Scratch marks of the configurations in a closure: `stamp[c] == generation` for those in it.
 struct Marks {
     stamp: Vec<u32>,
@@ -330,18 +343,9 @@ mod tests {
         }
 
         fn run(&self, start: u32, fin: u32) -> Dfa {
-            fn flat<T: Copy>(v: &[Vec<T>]) -> (Vec<u32>, Vec<T>) {
-                let mut ptr = vec![0u32];
-                let mut out = Vec::new();
-                for x in v {
-                    out.extend_from_slice(x);
-                    ptr.push(out.len() as u32);
-                }
-                (ptr, out)
-            }
-            let (ep, e) = flat(&self.eps);
-            let (gp, g) = flat(&self.edges);
-            let (ap, a) = flat(&self.asserts);
+            let (ep, e) = flatten(&self.eps);
+            let (gp, g) = flatten(&self.edges);
+            let (ap, a) = flatten(&self.asserts);
             let nfa = Nfa {
                 eps_ptr: &ep,
                 eps: &e,
