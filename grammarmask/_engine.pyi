@@ -160,6 +160,13 @@ def dfa_determinize(
     max_states: int,
     max_work: int,
 ) -> tuple[bool, DfaParts | str]: ...
+def dfa_compose(
+    program: bytes,
+    pieces: list[tuple[bytes, bytes, int]],
+    max_nfa: int,
+    max_states: int,
+    max_work: int,
+) -> tuple[bool, DfaParts | str]: ...
 def lexer_tables(
     terminals: list[tuple[bytes, int, bytes, bytes, int]],
 ) -> tuple[bytes, bytes, bytes, bytes, list[int]]: ...

@@ -68,7 +68,7 @@ def stable(key: Hashable) -> bool:
     """Whether ``key``'s ``repr`` names its content (not an object's address, as a function's does).
     Strings, numbers and tuples of them do without a look at their text (a JSON Schema's key holds
     the schema's JSON, written out three times a compile only to be searched)."""
-    stack = [key]
+    stack: list[Any] = [key]
     while stack:
         x = stack.pop()
         t = type(x)

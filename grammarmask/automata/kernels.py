@@ -110,7 +110,7 @@ def compose(program: array[int], pieces: list[DFA], max_nfa: int, max_states: in
     ``program`` (uint32 words, src/automata/compose.rs), or ``"size"`` / ``"states"`` / ``"work"``
     when its NFA passed ``max_nfa`` states or the subset construction a bound (the caller then
     reads the expression as a regex). No Python function beside it: the regex path is its
-    specification (tests/test_ir_builder.py holds the two languages equal)."""
+    specification (tests/test_cfg_builder.py holds the two languages equal)."""
     _, got = _engine.dfa_compose(program.tobytes(), [_args(d) for d in pieces], max_nfa, max_states,
                                  -1 if max_work is None else max_work)
     if isinstance(got, str):

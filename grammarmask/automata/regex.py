@@ -257,7 +257,7 @@ def _caseless_word(word: str, ascii_only: bool) -> DFA:
         # which the CFG engine's lexer reads (made from the dense table in numpy: 24 us a keyword)
         flags = bytearray(n + 1)
         flags[at] = 1
-        return kernels.minimize_table(bytes(cells.obj), bytes(flags), 1)  # type: ignore[arg-type]
+        return kernels.minimize_table(bytes(cells.obj), bytes(flags), 1)
     table = np.frombuffer(cells, dtype=np.int32).reshape(n + 1, 256)
     accepting = np.zeros(n + 1, dtype=bool)
     accepting[at] = True

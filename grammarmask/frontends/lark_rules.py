@@ -167,7 +167,8 @@ def _width(regexp: str) -> tuple[int, int]:
 @contextlib.contextmanager
 def recording_widths() -> Iterator[dict[str, tuple[int, int]]]:
     """The widths this thread asks for inside the block, by pattern (for :func:`keep_widths`)."""
-    _asked.widths = seen = {}
+    seen: dict[str, tuple[int, int]] = {}
+    _asked.widths = seen
     try:
         yield seen
     finally:

@@ -73,6 +73,7 @@ class Cfg:
         missing: list[int] = []
         ready: list[int] = []
         for i, r in enumerate(self.rules):
+            pending: Sequence[int]
             if terminals:
                 pending = [x for x in r.rhs if x >= 0]
             elif min(r.rhs, default=0) < 0:  # a terminal, never empty: the rule never completes
