@@ -455,13 +455,53 @@ def test_what_lark_s_checks_refuse_is_refused_in_lark_s_words(name: str) -> None
     assert str(ours.value) == str(want.value)
 
 
+def _shape(x: Any, seen: dict[int, int]) -> Any:
+    """A lark tree's structure, each object numbered by first appearance (so sharing shows)."""
+    from lark.grammar import Symbol
+    from lark.lexer import Token
+    from lark.tree import Tree
+
+    first = seen.setdefault(id(x), len(seen))
+    if isinstance(x, Tree):
+        return ("tree", first, x.data, [_shape(c, seen) for c in x.children])
+    if isinstance(x, Token):
+        return ("token", first, x.type, str(x), x.start_pos, x.line, x.column)
+    if isinstance(x, Symbol):
+        return ("symbol", first, type(x).__name__, x.name, getattr(x, "filter_out", None))
+    return ("other", first, repr(x))
+
+
+def test_an_imported_definition_is_mangled_as_lark_mangles_it() -> None:
+    """An imported definition's tree is copied with its symbols renamed as lark's own
+    ``_mangle_definition_tree`` does it (deepcopy, then a rename in place), on every definition of
+    common.lark, sharing no tree with the original."""
+    from lark.load_grammar import _mangle_definition_tree
+    from lark.tree import Tree
+
+    tree = lark_syntax.parse(lark_bundled_text())
+    assert tree is not None
+    renamed = 0
+    for statement in tree.children:
+        exp = statement.children[-1]
+        for mangle in (lambda n: "common__" + n, None):
+            mine, theirs = lark_syntax._mangled(exp, mangle), _mangle_definition_tree(exp, mangle)
+            assert _shape(mine, {}) == _shape(theirs, {})
+            if mangle is not None:
+                originals = {id(t) for t in exp.iter_subtrees()}
+                assert all(id(t) not in originals for t in mine.iter_subtrees())
+                renamed += "common__" in str(_shape(mine, {}))
+            else:
+                assert mine is exp
+        assert isinstance(exp, Tree)
+    assert renamed >= 10  # (the terminals that use others)
+
+
 def test_an_imported_definition_is_copied_as_deepcopy_copies_it() -> None:
     """What a grammar takes from common.lark is handed out as a copy written by hand: equal to
     ``copy.deepcopy``'s, sharing no object with the kept definition, and a subtree the kept one
     uses twice (its terminals' references resolved) used twice in the copy too."""
     import copy
 
-    from lark.lexer import Token
     from lark.tree import Tree
 
     names = ", ".join(n for n in lark_syntax._read_bundled(lark_bundled_text())[1] if not n.startswith("_"))
@@ -470,21 +510,12 @@ def test_an_imported_definition_is_copied_as_deepcopy_copies_it() -> None:
     kept = [d for defs, _used in lark_syntax._BUNDLED.values() for d in defs.values()]
     assert len(kept) >= 20
 
-    def shape(x: Any, seen: dict[int, int]) -> Any:
-        # the structure, with each object numbered by first appearance (so sharing shows)
-        first = seen.setdefault(id(x), len(seen))
-        if isinstance(x, Tree):
-            return ("tree", first, x.data, [shape(c, seen) for c in x.children])
-        if isinstance(x, Token):
-            return ("token", first, x.type, str(x), x.start_pos, x.line, x.column)
-        return ("other", first, repr(x))
-
     shared = 0
     for d in kept:
         mine, theirs = lark_syntax._copied(d), copy.deepcopy(d)
         assert type(mine) is type(theirs) and mine.is_term == theirs.is_term
         assert mine.params == theirs.params and mine.options == theirs.options
-        assert shape(mine.tree, {}) == shape(theirs.tree, {})
+        assert _shape(mine.tree, {}) == _shape(theirs.tree, {})
         originals = set()
         stack = [d.tree]
         while stack:

@@ -445,6 +445,7 @@ def _builder() -> type:
     builder = type("_Builder", (GrammarBuilder,), {
         "load_grammar": _rebound(GrammarBuilder.load_grammar, _parse_grammar=_parse_grammar,
                                  resolve_term_references=_resolve_term_references),
+        "_unpack_definition": _rebound(GrammarBuilder._unpack_definition, _mangle_definition_tree=_mangled),
         "validate": _validate})
     do_import = _rebound(GrammarBuilder.do_import, GrammarBuilder=builder)
 
@@ -488,14 +489,21 @@ def _builder() -> type:
     return builder
 
 
-def _copied(definition: Any) -> Any:
-    """``copy.deepcopy`` of a kept definition, written out for what it holds (trees of trees and
-    tokens, a subtree used twice copied once, as deepcopy keeps it): deepcopy's generic walk was a
-    sixth of a small grammar's compile that imports NUMBER."""
-    from lark.lexer import Token
+def _copy(t: Any, memo: dict[int, Any], leaf: Callable[[Any], Any]) -> Any:
+    """A copy of lark tree ``t`` as ``copy.deepcopy`` makes it (a subtree used twice copied once, the
+    copies kept in ``memo`` by the original's id), each leaf given by ``leaf``."""
     from lark.tree import Tree
 
-    memo: dict[int, Any] = {}
+    c = memo.get(id(t))
+    if c is None:
+        kids = [_copy(k, memo, leaf) if isinstance(k, Tree) else leaf(k) for k in t.children]
+        c = memo[id(t)] = type(t)(t.data, kids, meta=t._meta)
+    return c
+
+
+def _leaf_copier(memo: dict[int, Any]) -> Callable[[Any], Any]:
+    """A leaf's copy as ``copy.deepcopy(leaf, memo)`` makes it; a token's written out."""
+    from lark.lexer import Token
 
     def leaf(x: Any) -> Any:
         if type(x) is not Token:
@@ -505,16 +513,32 @@ def _copied(definition: Any) -> Any:
             c = memo[id(x)] = Token(x.type, x.value, x.start_pos, x.line, x.column)
         return c
 
-    def tree(t: Any) -> Any:
-        c = memo.get(id(t))
-        if c is None:
-            kids = [tree(k) if isinstance(k, Tree) else leaf(k) for k in t.children]
-            c = memo[id(t)] = type(t)(t.data, kids, meta=t._meta)
-        return c
+    return leaf
 
+
+def _copied(definition: Any) -> Any:
+    """``copy.deepcopy`` of a kept definition, written out for what it holds (trees of trees and
+    tokens, a subtree used twice copied once, as deepcopy keeps it): deepcopy's generic walk was a
+    sixth of a small grammar's compile that imports NUMBER."""
+    memo: dict[int, Any] = {}
+    leaf = _leaf_copier(memo)
     d = definition  # (lark's Definition as the mirrored releases have it: no copy of its own)
-    return type(d)(d.is_term, None if d.tree is None else tree(d.tree), [leaf(p) for p in d.params],
-                   copy.deepcopy(d.options, memo))
+    return type(d)(d.is_term, None if d.tree is None else _copy(d.tree, memo, leaf),
+                   [leaf(p) for p in d.params], copy.deepcopy(d.options, memo))
+
+
+def _mangled(exp: Any, mangle: Callable[[str], str] | None) -> Any:
+    """lark's ``_mangle_definition_tree``: an imported definition's tree copied (deepcopy) with every
+    symbol renamed by ``mangle``, without deepcopy's generic walk (three fifths of a new process's
+    import of NUMBER, CNAME and WS_INLINE from common.lark). A symbol's rename makes a new symbol,
+    as renaming deepcopy's copy of it did."""
+    from lark.grammar import Symbol
+
+    if mangle is None:
+        return exp
+    memo: dict[int, Any] = {}
+    copied = _leaf_copier(memo)
+    return _copy(exp, memo, lambda x: x.renamed(mangle) if isinstance(x, Symbol) else copied(x))
 
 
 def _resolve_term_references(term_dict: dict[str, Any]) -> None:
