@@ -16,9 +16,21 @@ pub fn minimize<C: Cells + ?Sized>(
     accepting: &[bool],
     start: u32,
 ) -> (Dfa, ByteClasses) {
-    let ident = ByteClasses::identity().map;
-    let classes = ByteClasses::of_classed_table(&ident, table, 256);
-    let red = classes.reduce_classed(&ident, table, 256);
+    minimize_classed(table, 256, &ByteClasses::identity().map, accepting, start)
+}
+
+/// [`minimize`] of a table read by classes that need not be the coarsest (`table[s * width + c]`,
+/// `map[b]` the column of byte `b`): reduced to the coarsest first, so Hopcroft's splitters run
+/// over as few columns as the language allows.
+pub fn minimize_classed<C: Cells + ?Sized>(
+    table: &C,
+    width: usize,
+    map: &[u8; 256],
+    accepting: &[bool],
+    start: u32,
+) -> (Dfa, ByteClasses) {
+    let classes = ByteClasses::of_classed_table(map, table, width);
+    let red = classes.reduce_classed(map, table, width);
     minimize_reduced(&red, classes.count, &classes.map, accepting, start)
 }
 

@@ -5,7 +5,7 @@
 //! that constrains the rest of the input. A DFA state is a set of configurations
 //! `nfa_state * 4 + mode`.
 
-use super::minimize::minimize_reduced;
+use super::minimize::minimize_classed;
 use super::Dfa;
 use crate::classes::ByteClasses;
 use rustc_hash::FxHashMap as HashMap;
@@ -311,16 +311,7 @@ pub fn determinize(
             red[s as usize * k + c] = t;
         }
     }
-    // minimised over the coarsest classes (fewer columns for Hopcroft's splitters)
-    let coarse = ByteClasses::of_classed_table(&map, &red[..], k);
-    let red = coarse.reduce_classed(&map, &red[..], k);
-    Ok(minimize_reduced(
-        &red,
-        coarse.count,
-        &coarse.map,
-        &accepting,
-        1,
-    ))
+    Ok(minimize_classed(&red[..], k, &map, &accepting, 1))
 }
 
 #[cfg(test)]
