@@ -57,7 +57,7 @@ def _args(d: DFA) -> tuple[bytes, bytes, int]:
 
 def minimize(d: DFA) -> DFA:
     """:func:`grammarmask.automata.dfa.minimize`."""
-    return _dfa(_engine.dfa_minimize(*_args(d)))
+    return minimize_table(*_args(d))
 
 
 def minimize_table(table: bytes, accepting: bytes, start: int) -> DFA:

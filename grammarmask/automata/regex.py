@@ -136,11 +136,19 @@ def check_depth(pattern: str, budget: int) -> None:
     stack_room(_FRAMES * deepest)
 
 
+def nfa_states(max_states: int) -> int:
+    """The NFA states a pattern may expand to when its DFA may have ``max_states``: past them it is
+    refused as too large (its repetitions' characters counted first)."""
+    return max(100_000, 50 * max_states)
+
+
 def _build(pattern: str, flags: int, max_states: int, work: int | None = None,
            depth: int | None = None) -> DFA:
     """:func:`regex_to_dfa` without the cache (kept in the process-wide cache of automata);
     ``depth``: ``Limits.regex_depth`` (None: the limit in force)."""
-    made = _plain_dfa(pattern, flags, max_states)
+    # (a short pattern's answer is kept: regex_to_dfa asked it already)
+    plain = _short_plain_dfa if len(pattern) <= UNKEPT_LITERAL_CHARS else _plain_dfa
+    made = plain(pattern, flags, max_states)
     if made is not None:  # fastest path: "(?:lit|lit|...)" without any syntax to parse
         return made
     word = _CASELESS_WORD.fullmatch(pattern) if not flags & ~_A else None
@@ -155,7 +163,7 @@ def _build(pattern: str, flags: int, max_states: int, work: int | None = None,
         strings = _literal_set(tree, 0)
         if strings is not None:  # fast path: a finite set of literals (e.g. a label alternation)
             return _check_size(from_strings(x.encode("utf-8") for x in strings), max_states)
-    nfa = NFA(max_states=max(100_000, 50 * max_states))
+    nfa = NFA(max_states=nfa_states(max_states))
     weight = _weight(tree, nfa.max_states)
     if weight > nfa.max_states:
         raise GrammarError(

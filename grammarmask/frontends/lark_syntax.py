@@ -538,7 +538,10 @@ def _mangled(exp: Any, mangle: Callable[[str], str] | None) -> Any:
         return exp
     memo: dict[int, Any] = {}
     copied = _leaf_copier(memo)
-    return _copy(exp, memo, lambda x: x.renamed(mangle) if isinstance(x, Symbol) else copied(x))
+    def leaf(x: Any) -> Any:
+        return x.renamed(mangle) if isinstance(x, Symbol) else copied(x)  # type: ignore[no-untyped-call]
+
+    return _copy(exp, memo, leaf)
 
 
 def _resolve_term_references(term_dict: dict[str, Any]) -> None:

@@ -438,6 +438,7 @@ def _run_dfa(regex: str, e: Expr, bodies: Mapping[str, Expr], inline: Mapping[st
     made once per process), else, or past the kernel's bounds, from ``regex`` (re's parser, an NFA
     built in Python, the subset construction: 80% of json.gbnf's compile, 5 ms)."""
     from ..automata import DEFAULT_MAX_STATES, kernels
+    from ..automata.regex import nfa_states
     from ..limits import active
 
     limits = active()
@@ -448,7 +449,8 @@ def _run_dfa(regex: str, e: Expr, bodies: Mapping[str, Expr], inline: Mapping[st
             # the expression, which the front end's Limits.grammar_nesting bounds)
             program = _Program(bodies, inline)
             if program.add(e):
-                got = kernels.compose(program.words, program.dfas, max(100_000, 50 * DEFAULT_MAX_STATES),
+                # (the regex path's NFA bound: a run past it is refused there, in its words)
+                got = kernels.compose(program.words, program.dfas, nfa_states(DEFAULT_MAX_STATES),
                                       DEFAULT_MAX_STATES, limits.regex_subset_work)
                 if not isinstance(got, str):
                     return got
@@ -502,10 +504,9 @@ class _Program:
             if not all(self.add(x) for x in items):
                 return False
         elif isinstance(e, Rep):
-            hi = _UNBOUNDED if e.hi is None else e.hi
-            if max(e.lo, hi if e.hi is not None else 0) >= _UNBOUNDED:
-                return False
-            w.extend((_REP, e.lo, hi, 0))
+            if e.lo >= _UNBOUNDED or (e.hi is not None and e.hi >= _UNBOUNDED):
+                return False  # (not a count the program's words hold)
+            w.extend((_REP, e.lo, _UNBOUNDED if e.hi is None else e.hi, 0))
             if not self.add(e.item):
                 return False
         else:
