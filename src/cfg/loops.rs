@@ -43,8 +43,19 @@ impl RunStore {
 struct Runs {
     /// the root's children, ascending: the first node of each block
     starts: Vec<u32>,
-    /// per block, a bit per node of it
-    blocks: Vec<OnceLock<Vec<u64>>>,
+    /// per block, its runs
+    blocks: Vec<OnceLock<BlockRuns>>,
+}
+
+/// The runs of one block.
+#[derive(Debug)]
+struct BlockRuns {
+    /// a bit per node: every node below it has a label of the set
+    below: Vec<u64>,
+    /// per node whose label is in the set and whose subtree below is spelled with it (0 for the
+    /// others): the end of the stretch of nodes made of its subtree and those of its next
+    /// siblings of the same kind
+    chain: Vec<u32>,
 }
 
 impl Runs {
@@ -65,10 +76,12 @@ impl Runs {
     fn block(&self, trie: &TokenTrie, inside: &[bool; 256], i: usize) -> Block<'_> {
         let b = self.starts.partition_point(|&s| s as usize <= i) - 1;
         let start = self.starts[b] as usize;
+        let runs = self.blocks[b].get_or_init(|| block(trie, inside, start));
         Block {
             start,
             end: trie.end[start] as usize,
-            bits: self.blocks[b].get_or_init(|| block(trie, inside, start)),
+            bits: &runs.below,
+            chain: &runs.chain,
         }
     }
 }
@@ -79,6 +92,7 @@ pub struct Block<'a> {
     start: usize,
     end: usize,
     bits: &'a [u64],
+    chain: &'a [u32],
 }
 
 impl Block<'_> {
@@ -94,32 +108,54 @@ impl Block<'_> {
         let j = i - self.start;
         self.bits[j / 64] & (1 << (j % 64)) != 0
     }
+
+    /// When node `i` (in the block) has a label of the set and the set spells its subtree below
+    /// it: the end of the stretch of nodes made of its subtree and those of its next siblings of
+    /// the same kind.
+    #[inline]
+    pub fn run_from(&self, i: usize) -> Option<usize> {
+        let to = self.chain[i - self.start];
+        (to != 0).then_some(to as usize)
+    }
 }
 
 /// Per node of the subtree of `start` (a child of the root), bit `i - start`: every node below
-/// node `i` has a label `inside` takes. One pass over the nodes in reverse preorder, where a node
-/// comes after its whole subtree: `ok[d]` holds whether the nodes of depth `d` met since the last
-/// shallower one (the children of the next node of depth `d - 1`) are inside with such subtrees.
-/// A word of bits is filled at a time, over slices of the block's nodes, without branches on the
-/// labels (SQL's first masks made 66 blocks in 6.7 M instructions, about 25 a node).
-fn block(trie: &TokenTrie, inside: &[bool; 256], start: usize) -> Vec<u64> {
+/// node `i` has a label `inside` takes; and its chain ([`Block::run_from`]). One pass over the
+/// nodes in reverse preorder, where a node comes after its whole subtree and its next siblings:
+/// `ok[d]` holds whether the nodes of depth `d` met since the last shallower one (the children of
+/// the next node of depth `d - 1`) are inside with such subtrees, `chained[d]` the chain of the
+/// last of them (0: none). A word of bits is filled at a time, over slices of the block's nodes,
+/// without branches on the labels (SQL's first masks made 66 blocks in 6.7 M instructions, about
+/// 25 a node, before the chains).
+fn block(trie: &TokenTrie, inside: &[bool; 256], start: usize) -> BlockRuns {
     let end = trie.end[start] as usize;
-    let (depth, label) = (&trie.depth[start..end], &trie.label[start..end]);
+    let (depth, label, ends) = (
+        &trie.depth[start..end],
+        &trie.label[start..end],
+        &trie.end[start..end],
+    );
     let mut bits = vec![0u64; (end - start).div_ceil(64)];
+    let mut chain = vec![0u32; end - start];
     let mut ok = vec![true; trie.max_depth + 2];
+    let mut chained = vec![0u32; trie.max_depth + 2];
     for (w, word) in bits.iter_mut().enumerate().rev() {
         let lo = w * 64;
         let hi = (lo + 64).min(end - start);
         let mut acc = 0u64;
-        for (j, (&d, &l)) in depth[lo..hi].iter().zip(&label[lo..hi]).enumerate().rev() {
-            let d = d as usize;
+        for j in (lo..hi).rev() {
+            let (d, l) = (depth[j] as usize, inside[usize::from(label[j])]);
             let below = std::mem::replace(&mut ok[d + 1], true);
-            acc |= u64::from(below) << j;
-            ok[d] &= below & inside[usize::from(l)];
+            chained[d + 1] = 0;
+            acc |= u64::from(below) << (j - lo);
+            ok[d] &= below & l;
+            // (the next sibling's chain goes on from this node's; else the stretch ends after it)
+            let to = if chained[d] != 0 { chained[d] } else { ends[j] };
+            chain[j] = if below & l { to } else { 0 };
+            chained[d] = chain[j];
         }
         *word = acc;
     }
-    bits
+    BlockRuns { below: bits, chain }
 }
 
 /// A grammar's loop sets on its trie: per set, the labels in it and its [`Runs`] (from the
@@ -241,6 +277,20 @@ mod tests {
                 let block = runs.block(&trie, &inside, i);
                 assert!(block.holds(i) && block.holds(end - 1) && !block.holds(block.end));
                 assert_eq!(block.run_below(i), want, "node {i}, round {round}");
+                // the chain: this node and its next siblings while each has a label of the set
+                // and a subtree spelled with it
+                let runs_at = |j: usize| {
+                    inside[usize::from(trie.label[j])]
+                        && (j + 1..trie.end[j] as usize).all(|x| inside[usize::from(trie.label[x])])
+                };
+                let chain = runs_at(i).then(|| {
+                    let mut to = end;
+                    while to < block.end && trie.depth[to] == trie.depth[i] && runs_at(to) {
+                        to = trie.end[to] as usize;
+                    }
+                    to
+                });
+                assert_eq!(block.run_from(i), chain, "node {i}, round {round}");
                 held += usize::from(want && end > i + 1);
             }
             assert!(held > 0, "round {round}");
