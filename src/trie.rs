@@ -38,8 +38,6 @@ pub struct TokenTrie {
     pub single: Vec<u32>,
     /// the trie's tokens as mask words (bit `t % 32` of word `t / 32`), made when first asked
     all: OnceLock<Vec<u32>>,
-    /// per node, [`Node`]: made when first asked
-    nodes: OnceLock<Vec<Node>>,
 }
 
 /// Maps of at most this many classes are coarsened by one scan of the byte trie, through a dense
@@ -499,21 +497,6 @@ impl TokenTrie {
         self.by_len = by_len;
         self.len_ptr = count;
         self.all = OnceLock::new();
-        self.nodes = OnceLock::new();
-    }
-
-    /// Each node's `end`, depth and label side by side: a walk that passes over subtrees reads
-    /// one cache line where the three arrays took three.
-    pub fn nodes(&self) -> &[Node] {
-        self.nodes.get_or_init(|| {
-            (0..self.n_nodes())
-                .map(|i| Node {
-                    end: self.end[i],
-                    depth: self.depth[i],
-                    label: self.label[i],
-                })
-                .collect()
-        })
     }
 
     /// The trie's tokens as mask words.
@@ -601,14 +584,6 @@ impl TokenTrie {
             }
         }
     }
-}
-
-/// A node's `end`, depth and label ([`TokenTrie::nodes`]).
-#[derive(Debug, Clone, Copy)]
-pub struct Node {
-    pub end: u32,
-    pub depth: u32,
-    pub label: u8,
 }
 
 /// Stretches of a trie's nodes (preorder ranges) whose tokens a walk keeps, gathered as it goes

@@ -515,7 +515,6 @@ impl Subtrees {
     ) -> Result<(), CfgError> {
         const DEAD: u32 = u32::MAX;
         let (trie, reps, cols) = (on.trie, on.reps, on.cols);
-        let nodes = trie.nodes();
         let mut blocks = [Block::default(); MAX_LOOPS];
         let n = trie.n_nodes();
         let mut k = 0; // the next close
@@ -527,8 +526,8 @@ impl Subtrees {
             (None, None) => n,
         };
         while i < n {
-            let node = nodes[i];
-            let (d, c) = (node.depth as usize, node.label);
+            let (d, c) = (trie.depth[i] as usize, trie.label[i]);
+            let node_end = trie.end[i];
             let parent = self.levels[d - 1];
             if parent != DEAD && self.takes[parent as usize] != TAKES_KNOWN {
                 if let Some(below) = self.keeps_from(w, on, &mut blocks, parent, i) {
@@ -579,17 +578,17 @@ impl Subtrees {
             if cur == DEAD {
                 match closes.get(k) {
                     // a close below: the nodes between have empty sets
-                    Some(&(next, _)) if next < node.end => {
-                        let to = nodes[next as usize].depth as usize;
+                    Some(&(next, _)) if next < node_end => {
+                        let to = trie.depth[next as usize] as usize;
                         self.levels[d..to].fill(DEAD);
                         i = next as usize;
                     }
-                    _ => i = node.end as usize,
+                    _ => i = node_end as usize,
                 }
                 continue;
             }
             self.levels[d] = cur;
-            let below = node.end as usize;
+            let below = node_end as usize;
             if self.takes[cur as usize] != TAKES_KNOWN
                 && below > i + 1
                 && self.keeps_below(w, on, &mut blocks, cur, i)
