@@ -20,17 +20,19 @@ type Bytes = [u64; 4];
 type RunKey = ([u8; 256], Bytes);
 
 /// The [`Runs`] of a vocabulary's tries, by the trie's byte map and the byte set: every grammar
-/// with names of the same letters shares them. Bounded by the vocabulary's store entries (each
-/// holds at most a bit per node: 33 KB on tekken's byte trie).
+/// with names of the same letters shares them. At most an eighth of the vocabulary's store
+/// entries are kept (`Limits.shared_lexer_walks`: 16 of the default 128), each holding a bit and
+/// a chain end per node (1.1 MB on tekken's byte trie; the blocks no walk asked are not made).
 #[derive(Debug)]
 pub struct RunStore {
     kept: Mutex<Lru<RunKey, Arc<Runs>>>,
 }
 
 impl RunStore {
+    /// A store for a vocabulary of `entries` store entries.
     pub fn new(entries: usize) -> Self {
         RunStore {
-            kept: Mutex::new(Lru::new(entries)),
+            kept: Mutex::new(Lru::new((entries / 8).max(1))),
         }
     }
 }
