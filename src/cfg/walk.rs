@@ -446,18 +446,8 @@ impl Subtrees {
         id: u32,
         i: usize,
     ) -> bool {
-        let mut t = self.takes(w, id);
-        while t != 0 {
-            let k = t.trailing_zeros() as usize;
-            t &= t - 1;
-            if !blocks[k].holds(i) {
-                blocks[k] = on.loops.block(k, on.trie, i);
-            }
-            if blocks[k].run_below(i) {
-                return true;
-            }
-        }
-        false
+        let t = self.takes(w, id);
+        loop_sets(t).any(|k| block_of(on, blocks, k, i).run_below(i))
     }
 
     /// When node `i`, a child of a node of set `parent`, keeps every token of its subtree (its
@@ -475,19 +465,8 @@ impl Subtrees {
         parent: u32,
         i: usize,
     ) -> Option<usize> {
-        let trie = on.trie;
-        let mut t = self.takes(w, parent);
-        while t != 0 {
-            let k = t.trailing_zeros() as usize;
-            t &= t - 1;
-            if !blocks[k].holds(i) {
-                blocks[k] = on.loops.block(k, trie, i);
-            }
-            if let Some(to) = blocks[k].run_from(i) {
-                return Some(to);
-            }
-        }
-        None
+        let t = self.takes(w, parent);
+        loop_sets(t).find_map(|k| block_of(on, blocks, k, i).run_from(i))
     }
 
     /// Mark the tokens that leave some configuration made by a close alive: one preorder scan, a
@@ -607,6 +586,31 @@ impl Subtrees {
         self.kept.write(trie, words);
         Ok(())
     }
+}
+
+/// The loop sets of bits `t` (bit `k`: set `k`).
+fn loop_sets(mut t: u8) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        (t != 0).then(|| {
+            let k = t.trailing_zeros() as usize;
+            t &= t - 1;
+            k
+        })
+    })
+}
+
+/// The block of loop set `k` that holds trie node `i`, kept in `blocks[k]` for the next ask.
+#[inline]
+fn block_of<'a, 'b>(
+    on: &OnTrie<'a>,
+    blocks: &'b mut [Block<'a>; MAX_LOOPS],
+    k: usize,
+    i: usize,
+) -> &'b Block<'a> {
+    if !blocks[k].holds(i) {
+        blocks[k] = on.loops.block(k, on.trie, i);
+    }
+    &blocks[k]
 }
 
 #[inline]
