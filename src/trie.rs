@@ -588,8 +588,9 @@ impl TokenTrie {
 
 /// Stretches of a trie's nodes (preorder ranges) whose tokens a walk keeps, gathered as it goes
 /// (in ascending order) and set in a mask at its end: one by one, or, when they hold most of the
-/// trie's tokens, as the trie's tokens less those between them. A name's walk over tekken keeps
-/// about 120,000 of 131,000 tokens; setting their bits one by one was a quarter of its time.
+/// trie's tokens, as the trie's tokens less those between them. SQL's first masks after a keyword
+/// keep about 75,000 of tekken's 130,000 tokens; setting their bits one by one was a quarter of
+/// the walk (perf).
 #[derive(Debug, Default)]
 pub struct Stretches {
     spans: Vec<(u32, u32)>,
