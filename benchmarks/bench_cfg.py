@@ -32,6 +32,7 @@ from grammarmask.cache import forget  # noqa: E402
 from grammarmask.frontends.gbnf import Gbnf  # noqa: E402
 from grammarmask.frontends.lark import Lark  # noqa: E402
 from grammarmask.loaders import mistral_tokenizer  # noqa: E402
+from grammarmask.native import native_vocabulary  # noqa: E402
 from grammarmask.vocab import Vocabulary  # noqa: E402
 
 GRAMMARS = os.path.join(os.path.dirname(__file__), "..", "grammars")
@@ -205,10 +206,12 @@ def main() -> None:
             if checker is not None:
                 for d in docs:
                     checker.parse(d)
-            # cold: drop the per-vocabulary shared walks and class tries too (the trie's index arrays
-            # stay: they are vocabulary preprocessing, made once per tokenizer)
+            # cold: drop the per-vocabulary shared walks and class tries too, the Python engine's
+            # and the native one's (the tries' index arrays and the native vocabulary's byte trie
+            # and string-body slice stay: they are vocabulary preprocessing, made once per tokenizer)
             forget(vocab, "cfg.shared_walks")
             forget(vocab, "index.class_tries")
+            native_vocabulary(vocab).clear_shared()
             gc.collect()  # the previous grammar's mask rows go with it (they are shared weakly)
             t0 = time.perf_counter()
             g = load(name)

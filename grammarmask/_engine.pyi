@@ -17,6 +17,7 @@ class Vocabulary:
     @property
     def n_words(self) -> int: ...
     def clear_tries(self) -> None: ...
+    def clear_shared(self) -> None: ...  # stores the CFG grammars share and class tries (benchmarks)
     @property
     def tries_cached(self) -> int: ...  # class tries in the LRU (the byte trie is kept apart)
     @property

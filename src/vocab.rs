@@ -196,6 +196,12 @@ impl Vocab {
         *lock(&self.tries) = Lru::new(limit);
     }
 
+    /// Drop every store (benchmarks measure a grammar that makes what it shares itself); the next
+    /// grammar makes them again.
+    pub fn clear_stores(&self) {
+        lock(&self.stores).clear();
+    }
+
     /// The store of type `T` every grammar of this vocabulary shares (made by `make` on first use,
     /// bounded by itself to [`Vocab::store_entries`], and kept with the vocabulary).
     pub fn store<T: Send + Sync + 'static>(&self, make: impl Fn(usize) -> T) -> Arc<T> {

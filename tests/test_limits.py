@@ -125,3 +125,12 @@ def test_shared_lexer_walks_are_bounded_per_vocabulary() -> None:
             m.advance(ordered.index(b'"'))
             m.mask()
         assert native_vocabulary(vocab).shelf[0] == kept
+    # what benchmarks of a first grammar drop: the shelf and class tries go, the slice stays
+    nv = native_vocabulary(vocab)
+    slice_tokens = nv.slice_tokens
+    nv.clear_shared()
+    assert nv.shelf == (0, 0) and nv.tries_cached == 0 and nv.slice_tokens == slice_tokens > 0
+    m = gm.JsonSchema({**refusing, "minLength": 3}).compile(vocab, limits=limits).matcher()
+    m.advance(ordered.index(b'"'))
+    m.mask()
+    assert nv.shelf[0] == 1  # a new grammar's walk, on a new shelf
