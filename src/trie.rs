@@ -559,11 +559,14 @@ impl TokenTrie {
     /// in preorder, nodes `i + 1 .. end[i]`, whose tokens are one stretch of `tok_ids`).
     #[inline]
     pub fn mark_below(&self, i: usize, words: &mut [u32]) {
-        let (from, to) = (
-            self.tok_ptr[i + 1] as usize,
-            self.tok_ptr[self.end[i] as usize] as usize,
-        );
-        for &t in &self.tok_ids[from..to] {
+        self.mark_nodes(i + 1, self.end[i] as usize, words);
+    }
+
+    /// Set the bits of the tokens of nodes `from .. to` in `words` (one stretch of `tok_ids`).
+    #[inline]
+    pub fn mark_nodes(&self, from: usize, to: usize, words: &mut [u32]) {
+        let (a, b) = (self.tok_ptr[from] as usize, self.tok_ptr[to] as usize);
+        for &t in &self.tok_ids[a..b] {
             words[t as usize >> 5] |= 1 << (t & 31);
         }
     }
@@ -619,24 +622,21 @@ impl Stretches {
         let kept: usize = self.spans.iter().map(|&(a, b)| at(b) - at(a)).sum();
         if kept * 2 <= ids.len() {
             for &(a, b) in &self.spans {
-                for &t in &ids[at(a)..at(b)] {
-                    words[t as usize >> 5] |= 1 << (t & 31);
-                }
+                trie.mark_nodes(a as usize, b as usize, words);
             }
             return;
         }
         let all = &mut self.scratch;
         all.clear();
         all.extend_from_slice(trie.all_words());
+        // the tokens of the nodes before each stretch and after the last one cleared
+        let n = trie.n_nodes() as u32;
         let mut from = 0;
-        for &(a, b) in &self.spans {
-            for &t in &ids[from..at(a)] {
+        for &(a, b) in self.spans.iter().chain(&[(n, n)]) {
+            for &t in &ids[at(from)..at(a)] {
                 all[t as usize >> 5] &= !(1 << (t & 31));
             }
-            from = at(b);
-        }
-        for &t in &ids[from..] {
-            all[t as usize >> 5] &= !(1 << (t & 31));
+            from = b;
         }
         for (w, &a) in words.iter_mut().zip(all.iter()) {
             *w |= a;
