@@ -940,6 +940,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(automata::dfa_minimize, m)?)?;
     m.add_function(wrap_pyfunction!(automata::dfa_product, m)?)?;
     m.add_function(wrap_pyfunction!(automata::dfa_from_strings, m)?)?;
+    m.add_function(wrap_pyfunction!(automata::dfa_chain, m)?)?;
     m.add_function(wrap_pyfunction!(automata::dfa_classes, m)?)?;
     m.add_function(wrap_pyfunction!(automata::dfa_determinize, m)?)?;
     m.add_function(wrap_pyfunction!(automata::dfa_compose, m)?)?;

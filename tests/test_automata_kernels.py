@@ -15,7 +15,7 @@ from grammarmask.automata import kernels
 from grammarmask.automata.dfa import DFA, class_reps, column_classes, minimize_python
 from grammarmask.automata.nfa import NFA, determinize, determinize_python
 from grammarmask.automata.ops import _small_trie_dfa, from_strings, pair_dfa_python
-from grammarmask.automata.regex import _Builder, parse
+from grammarmask.automata.regex import _Builder, _spellings, chain_python, parse
 
 from .support import isomorphic
 from .support_automata import dfas, small_dfas
@@ -109,6 +109,57 @@ def test_a_large_string_set_equals_the_array_trie(monkeypatch: pytest.MonkeyPatc
     want = from_strings(uniq)
     assert isomorphic(got, want)
     assert got.n_states == want.n_states > 1000
+
+
+@pytest.mark.parametrize("ascii_only", [False, True])
+def test_a_keyword_chain_is_the_one_built_in_python(ascii_only: bool) -> None:
+    """A keyword's chain (the spellings of its letters' case sets: the Kelvin sign, the long s, the
+    dotted and dotless i) is the Python construction state for state: minimal as built."""
+    for word in ["select", "KISS", "distinct", "is_1", "k", "Ss", "sks", "ik", "x"]:
+        positions = [_spellings(ord(ch), ascii_only) for ch in word]
+        got = kernels.from_positions(positions)
+        assert same(got, chain_python(positions)) and same(got, minimize_python(got))
+        assert classes_right(got)
+
+
+# a position: up to four distinct characters (ASCII, two-, three- and four-byte ones), spelled in UTF-8
+_chars = st.sampled_from(
+    ["a", "b", "A", "\u00e9", "\u0129", "\u00ea", "\u0101", "\u212a", "\u2160", "\U0001f600"]
+)
+_positions = st.lists(st.lists(_chars, min_size=1, max_size=4, unique=True), max_size=6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(chars=_positions)
+def test_a_chain_of_spellings_is_minimised_like_its_table(chars: list[list[str]]) -> None:
+    """Any chain of prefix-free spelling sets (some not minimal as built: two characters whose
+    spellings differ only in their lead byte, as U+00E9 and U+0129 do) is the Python construction
+    minimised, numbered alike, and matches exactly one spelling per position."""
+    positions = [tuple(c.encode() for c in p) for p in chars]
+    got = kernels.from_positions(positions)
+    assert same(got, minimize_python(chain_python(positions)))
+    assert classes_right(got)
+    for k in range(len(chars)):
+        word = "".join(p[0] for p in chars[:k]) + "".join(p[-1] for p in chars[k:])
+        assert got.matches(word.encode()) and not got.matches(word.encode()[:-1] if word else b"x")
+
+
+@pytest.mark.parametrize(
+    ("data", "lengths", "counts", "message"),
+    [
+        (b"aab", [1, 2], [2], "position 0's spellings are empty or not prefix-free"),
+        (b"ab", [1, 0, 1], [3], "position 0's spellings are empty or not prefix-free"),
+        (b"aa", [1, 1], [2], "not prefix-free"),
+        (b"ab", [1, 1], [3], "add up to more"),
+        (b"abc", [1, 1], [2], "add up to less"),
+        (b"ab", [1, 1, 1], [2], "add up to less"),
+        (b"ab", [1, 5], [2], "add up to more"),
+    ],
+)
+def test_a_bad_chain_is_refused(data: bytes, lengths: list[int], counts: list[int], message: str) -> None:
+    words = [np.array(x, dtype=np.uint32).tobytes() for x in (lengths, counts)]
+    with pytest.raises(GrammarError, match=message):
+        _engine.dfa_chain(data, *words)
 
 
 def _table(rows: list[dict[int, int]]) -> bytes:

@@ -31,7 +31,8 @@ except ImportError:  # a checkout whose extension was never built: the Python fu
     _engine = None  # type: ignore[assignment]
 
 __all__ = [
-    "available", "byte_classes", "compose", "determinize", "from_strings", "minimize", "minimize_table",
+    "available", "byte_classes", "compose", "determinize", "from_positions", "from_strings", "minimize",
+    "minimize_table",
     "product",
 ]  # fmt: skip
 
@@ -76,6 +77,15 @@ def from_strings(uniq: list[bytes]) -> DFA:
     """The minimal DFA of sorted, distinct byte strings (:func:`grammarmask.automata.ops._small_trie_dfa`)."""
     lengths = array("I", map(len, uniq))  # not numpy: most sets are one JSON key
     return _dfa(_engine.dfa_from_strings(b"".join(uniq), lengths.tobytes()))
+
+
+def from_positions(positions: list[tuple[bytes, ...]]) -> DFA:
+    """The minimal DFA of one spelling of each position in turn, each position's spellings
+    prefix-free (the UTF-8 spellings of a keyword letter's case set), numbered as built
+    (:func:`grammarmask.automata.regex._caseless_word`)."""
+    spellings = [s for p in positions for s in p]
+    lengths, counts = array("I", map(len, spellings)), array("I", map(len, positions))
+    return _dfa(_engine.dfa_chain(b"".join(spellings), lengths.tobytes(), counts.tobytes()))
 
 
 def byte_classes(d: DFA) -> tuple[np.ndarray, int]:

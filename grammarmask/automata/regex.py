@@ -234,44 +234,51 @@ _CASELESS_WORD = re.compile(r"\(\?i:([A-Za-z0-9_]+)\)")
 
 def _caseless_word(word: str, ascii_only: bool) -> DFA:
     """The minimal DFA of ``(?i:word)``: a chain of the letters' case-insensitive sets (``re``'s own,
-    per installation), each spelled in UTF-8 (the Kelvin sign for ``k``: three bytes), numbered as
-    :func:`~grammarmask.automata.dfa.minimize` numbers it. It is minimal as built: every state lies
-    on the way to the one accepting state, a chain state and the states inside a multibyte spelling
-    are told apart by what they read next, and two chain states by how far acceptance lies (the
-    tests hold it equal to the DFA through re's parser). That way a keyword's DFA took 55-90 us;
-    with a minimisation after the chain, 25-30 us; as built, ~10 us, and ~25 us more for its table
-    by byte class in numpy when the CFG engine asked for it, which the kernel now hands back."""
+    per installation), each spelled in UTF-8 (the Kelvin sign for ``k``: three bytes). It is
+    minimal as built: every state lies on the way to the one accepting state, a chain state and the
+    states inside a multibyte spelling are told apart by what they read next, and two chain states
+    by how far acceptance lies (the tests hold it equal to the DFA through re's parser). With the
+    kernels it is built in Rust from the letters' spellings, ~15 us a keyword; a dense table of 256
+    columns built here and minimised there took ~45 us (SQL's 29 keywords: 1.3 ms of a 9 ms
+    compile), re's parser and the subset construction 55-90 us."""
+    positions = [_spellings(ord(ch), ascii_only) for ch in word]
+    return kernels.from_positions(positions) if kernels.available() else chain_python(positions)
+
+
+def chain_python(positions: list[tuple[bytes, ...]]) -> DFA:
+    """:func:`grammarmask.automata.kernels.from_positions` without the kernels, and not minimised:
+    the DFA of one spelling of each position in turn, as built (minimal for case sets)."""
     edges: dict[tuple[int, int], int] = {}  # (state, byte) -> state; 0 dead, 1 the start
     n = at = 1
-    for ch in word:
+    for spellings in positions:
         n += 1
         nxt = n
-        for lo, hi in ascii_ignorecase_set(ord(ch), ascii_only):
-            for code in range(lo, hi + 1):
-                *lead, last = chr(code).encode("utf-8")
-                s = at
-                for b in lead:  # a state per prefix of a multibyte spelling
-                    if (s, b) not in edges:
-                        n += 1
-                        edges[s, b] = n
-                    s = edges[s, b]
-                edges[s, last] = nxt
+        for spelling in spellings:
+            *lead, last = spelling
+            s = at
+            for b in lead:  # a state per prefix of a multibyte spelling
+                if (s, b) not in edges:
+                    n += 1
+                    edges[s, b] = n
+                s = edges[s, b]
+            edges[s, last] = nxt
         at = nxt
-    cells = memoryview(bytearray(4 * 256 * (n + 1))).cast("i")
+    table = np.zeros((n + 1, 256), dtype=np.int32)
     for (s, b), t in edges.items():
-        cells[s << 8 | b] = t
-    if kernels.available():
-        # minimal already, so numbered alike; the kernel also hands back the table by byte class,
-        # which the CFG engine's lexer reads (made from the dense table in numpy: 24 us a keyword)
-        flags = bytearray(n + 1)
-        flags[at] = 1
-        return kernels.minimize_table(bytes(cells.obj), bytes(flags), 1)
-    table = np.frombuffer(cells, dtype=np.int32).reshape(n + 1, 256)
+        table[s, b] = t
     accepting = np.zeros(n + 1, dtype=bool)
     accepting[at] = True
     table.setflags(write=False)
     accepting.setflags(write=False)
     return DFA._trusted(table, accepting, 1)  # (well-formed by construction)
+
+
+@functools.lru_cache(maxsize=256)
+def _spellings(code: int, ascii_only: bool) -> tuple[bytes, ...]:
+    """The UTF-8 spellings of the characters ASCII character ``code`` matches case-insensitively,
+    by code point."""
+    return tuple(chr(c).encode("utf-8") for lo, hi in ascii_ignorecase_set(code, ascii_only)
+                 for c in range(lo, hi + 1))
 
 
 def _weight(seq: Any, cap: int) -> int:

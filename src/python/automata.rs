@@ -11,8 +11,9 @@ use pyo3::types::PyBytes;
 use super::{guarded, guarded_sized, ne_words, to_u32s_ne, to_usize, whole_words};
 use crate::automata::compose::{compose, Piece, Refusal};
 use crate::automata::product::{product, Op, Operand};
+use crate::automata::strings::{chain, from_strings};
 use crate::automata::subset::{determinize, Nfa, Stop};
-use crate::automata::{check, minimize::minimize, strings::from_strings, Dfa};
+use crate::automata::{check, minimize::minimize, Dfa};
 use crate::classes::{ByteClasses, NeBytes};
 use crate::error::{Error, Result};
 
@@ -188,6 +189,47 @@ pub fn dfa_from_strings<'py>(
         let d = from_strings(&strings);
         let classes = ByteClasses::of_map(d.map, d.k); // from_strings' classes are the coarsest
         Ok((d, classes))
+    })?;
+    parts(py, d)
+}
+
+/// `dfa_chain(data, lengths, counts)`: the minimal DFA of a chain of positions, each a prefix-free
+/// set of byte strings (`crate::automata::strings::chain`): the strings one after another in
+/// `data`, their lengths as uint32 (native order), and per position how many of them are its own
+/// (uint32).
+#[pyfunction]
+pub fn dfa_chain<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyBytes>,
+    lengths: &Bound<'py, PyBytes>,
+    counts: &Bound<'py, PyBytes>,
+) -> PyResult<DfaParts<'py>> {
+    let (data, lengths, counts) = (data.as_bytes(), lengths.as_bytes(), counts.as_bytes());
+    let d = guarded_sized(py, data.len().saturating_mul(1024), move || {
+        let lengths = to_u32s_ne(lengths, "dfa_chain: lengths")?;
+        let counts = to_u32s_ne(counts, "dfa_chain: counts")?;
+        let too_few = || Error::new("dfa_chain: the counts or lengths add up to more than given");
+        let (mut strings, mut at) = (lengths.iter(), 0usize);
+        let mut positions = Vec::with_capacity(counts.len());
+        for &count in &counts {
+            let mut spellings = Vec::new();
+            for _ in 0..count {
+                let len = *strings.next().ok_or_else(too_few)? as usize;
+                let end = at
+                    .checked_add(len)
+                    .filter(|&e| e <= data.len())
+                    .ok_or_else(too_few)?;
+                spellings.push(&data[at..end]);
+                at = end;
+            }
+            positions.push(spellings);
+        }
+        if strings.next().is_some() || at != data.len() {
+            return Err(Error::new(
+                "dfa_chain: the counts or lengths add up to less than given",
+            ));
+        }
+        chain(&positions)
     })?;
     parts(py, d)
 }
