@@ -3,8 +3,9 @@ earlier run compiled (grammarmask.compile_cache): :func:`use` points ``GRAMMARMA
 fresh directory for this process, holding only the vocabularies of the cache in force (tekken loads
 in 0.2 s instead of 4 s; loading a vocabulary is never what is timed), and what an installation
 makes once (the JSON Schema metaschema checks fastjsonschema generates, the Unicode tables of
-Python's ``re``, the tree of lark's bundled ``common.lark`` and its terminals' DFAs), made there first
-if missing. Grammars compiled here are written there and the directory is deleted at exit.
+Python's ``re``, the tree of lark's bundled ``common.lark`` and its terminals' DFAs, the DFAs every
+JSON Schema asks for), made there first if missing. Grammars compiled here are written there and the
+directory is deleted at exit.
 ``GRAMMARMASK_CACHE_DIR=off`` is kept as it is. Work before the timed compiles (which schemas compile
 at all) runs under :func:`off`, so a timed compile never reads what it wrote.
 """
@@ -37,7 +38,7 @@ def use() -> None:
     fresh = Path(tempfile.mkdtemp(prefix="grammarmask-bench-cache-"))
     if current.is_dir():
         for pattern in ("vocabulary-*.pickle*", "metaschema-check-*.pickle*", "unicode-table-*.pickle*",
-                        "lark-bundled-*.pickle*"):
+                        "lark-bundled-*.pickle*", "json-schema-common-dfas-*.pickle*"):
             for entry in current.glob(pattern):
                 shutil.copy2(entry, fresh / entry.name)
     os.environ["GRAMMARMASK_CACHE_DIR"] = str(fresh)
@@ -47,7 +48,8 @@ def use() -> None:
 
 def _installation_entries() -> None:
     """Make the entries an installation makes once, in the cache in force, where missing: the
-    metaschema checks, the Unicode tables of Python's ``re`` and lark's common.lark read (on a new
+    metaschema checks, the Unicode tables of Python's ``re``, lark's common.lark read and the DFAs of
+    common.lark's terminals and of every JSON Schema's common patterns (on a new
     machine the first process would pay them, ~100 ms, inside whichever compile came first). Made
     through the functions' own code, not their in-process caches, which stay cold: a timed compile
     reads the entries back."""
@@ -74,12 +76,14 @@ def _installation_entries() -> None:
     re.purge()
     from grammarmask import disk_cache
     from grammarmask.frontends import lark_bundled
+    from grammarmask.frontends.jsonschema import common_dfas
 
-    if disk_cache.load("lark-bundled-dfas", lark_bundled.entry_key()) is None:
-        # made by a child process: made here, it would fill this process's caches (the automata,
-        # what lark's reader keeps)
-        code = "from grammarmask.frontends import lark_bundled; lark_bundled.keep_common_dfas()"
-        subprocess.run([sys.executable, "-c", code], check=True)
+    for kind, module in (("lark-bundled-dfas", lark_bundled), ("json-schema-common-dfas", common_dfas)):
+        if disk_cache.load(kind, module.entry_key()) is None:
+            # made by a child process: made here, it would fill this process's caches (the automata,
+            # what lark's reader keeps)
+            code = f"from {module.__name__} import keep_common_dfas; keep_common_dfas()"
+            subprocess.run([sys.executable, "-c", code], check=True)
     for draft in (
         jsonschema.Draft4Validator,
         jsonschema.Draft6Validator,

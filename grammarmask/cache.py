@@ -16,13 +16,14 @@ hundreds of MB after a few hundred distinct schemas (``benchmarks/soak_schemas.p
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Lru", "automata", "automaton", "forget", "per_vocabulary"]
+__all__ = ["Lru", "automata", "automaton", "forget", "per_vocabulary", "recording_automata"]
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -159,5 +160,27 @@ def automaton(key: Hashable, make: Callable[[], T]) -> T:
     """The automaton kept under ``key`` (a tuple naming the builder and its arguments) in the
     process-wide cache of :func:`automata`, made by ``make()`` and kept if missing. ``make`` must
     return a DFA and depend on nothing but ``key``; an exception it raises is not kept."""
-    got: T = automata().get_or_make(key, make, table_bytes)
+    seen = getattr(_recording, "seen", None)
+    if seen is not None:  # recording: made afresh, so that the automata it is made of are asked too
+        if key not in seen:
+            seen[key] = make()
+        got: T = seen[key]
+        return got
+    got = automata().get_or_make(key, make, table_bytes)
     return got
+
+
+_recording = threading.local()  # .seen: the automata recording_automata records in this thread
+
+
+@contextlib.contextmanager
+def recording_automata() -> Iterator[dict[Hashable, Any]]:
+    """Inside the block, every automaton :func:`automaton` hands out in this thread, by its key: made
+    afresh, not taken from or put in the process-wide cache (what a grammar's compile asks for when
+    nothing is kept, to keep it for an installation)."""
+    seen: dict[Hashable, Any] = {}
+    _recording.seen = seen
+    try:
+        yield seen
+    finally:
+        _recording.seen = None

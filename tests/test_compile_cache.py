@@ -329,6 +329,52 @@ def test_off_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert list(tmp_path.iterdir()) == []
 
 
+def test_the_dfas_every_schema_asks_for_are_made_once_per_installation(
+        cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The DFAs of the patterns nearly every schema asks for (whitespace, strings, keys, numbers) are
+    made once, kept on disk and put where regex_to_dfa finds them at a process's first JSON Schema
+    compile: equal to what it makes of each pattern, so a schema using them builds none. With the
+    disk cache off nothing is made."""
+    import threading
+
+    from grammarmask.automata import regex as rx_module
+    from grammarmask.cache import automata
+    from grammarmask.frontends.jsonschema import common_dfas
+    from grammarmask.frontends.jsonschema.numbers import JSON_NUMBER
+    from grammarmask.frontends.jsonschema.strings import ANY_CHAR
+
+    made = common_dfas._made()
+    assert JSON_NUMBER in made and ANY_CHAR in made and len(made) >= 5
+    for pattern, (table, accepting, start) in made.items():
+        automata().clear()
+        again = rx_module.regex_to_dfa(pattern)
+        assert table == again.transitions.tobytes() and accepting == again.accepting.tobytes()
+        assert start == again.start
+    monkeypatch.setenv("GRAMMARMASK_CACHE_DIR", "off")
+    automata().clear()
+    common_dfas._keep.cache_clear()
+    common_dfas.keep_common_dfas()
+    assert len(automata()) == 0
+    monkeypatch.setenv("GRAMMARMASK_CACHE_DIR", str(cache_dir))
+    worker = threading.Thread(target=common_dfas.keep_common_dfas)  # (any thread may be the first)
+    worker.start()
+    worker.join()
+    assert len(_entries(cache_dir, "json-schema-common-dfas-*")) == 1 and len(automata()) >= len(made)
+    automata().clear()
+    common_dfas._keep.cache_clear()
+    monkeypatch.setattr(common_dfas, "_made", lambda: pytest.fail("made again"))
+    common_dfas.keep_common_dfas()
+    assert len(automata()) == len(made)
+    built: list[str] = []
+    build = rx_module._build
+    monkeypatch.setattr(rx_module, "_build", lambda p, *a: built.append(p) or build(p, *a))
+    schema = {"type": "object", "properties": {"note": {"type": "string"}, "x": {"type": "number"}}}
+    compiled = gm.JsonSchema(schema).compile(_vocab())
+    assert built == []
+    assert_accepts(compiled, '{"note": "a\\u00e9", "x": -1.5e3}')
+    assert_rejects(compiled, '{"note": 1}')
+
+
 def test_a_large_regex_dfa_is_read_back(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     big, small = r"[a-z]{1,300}(@[0-9]+)?", r"[a-z]+@[0-9]+"
     made = gm.Regex(big).to_dfa()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Hashable, Mapping
 from re import _constants as C  # type: ignore[attr-defined]
 from re import _parser
 from typing import Any
@@ -37,7 +38,10 @@ from .ops import add_dfa_to_nfa, from_strings
 from .stack import stack_room
 from .utf8 import MAX_CODEPOINT, utf8_sequences
 
-__all__ = ["DEFAULT_MAX_STATES", "char_class_dfa", "keep_dfa", "regex_to_dfa"]
+__all__ = [
+    "DEFAULT_MAX_STATES", "Tables", "char_class_dfa", "keep_tables", "patterns_made", "regex_to_dfa",
+    "tables_of",
+]  # fmt: skip
 
 DEFAULT_MAX_STATES = 10_000
 _COMPOSE_ROWS = 60_000  # the composer's arena (1 KiB a row): past it, the NFA path decides
@@ -93,14 +97,42 @@ def regex_to_dfa(pattern: str, flags: int = 0, *, max_states: int = DEFAULT_MAX_
     return automaton(("regex_to_dfa", pattern, flags, max_states, work, depth), make)
 
 
-def keep_dfa(pattern: str, dfa: DFA) -> None:
-    """Keep ``dfa``, made earlier as :func:`regex_to_dfa` makes ``pattern``'s (no flags, the default
-    ``max_states``, the limits now in force), in the process-wide cache where :func:`regex_to_dfa`
-    finds it: DFAs an installation makes once and reads back (see
-    :mod:`grammarmask.frontends.lark_bundled`)."""
+# a DFA as an installation's disk entry holds it: its dense int32 cells, its accepting flags (one byte
+# a state) and its start, read back as read-only views, with none of the checks and copies of a DFA
+# unpickled (24 of them took 0.4 ms that way, more than they saved)
+Tables = tuple[bytes, bytes, int]
+
+
+def _default_key(pattern: str) -> tuple[Any, ...]:
+    """The key under which :func:`regex_to_dfa` keeps ``pattern``'s DFA made with no flags, the
+    default ``max_states`` and the limits now in force."""
     limits = active()
-    key = ("regex_to_dfa", pattern, 0, DEFAULT_MAX_STATES, limits.regex_subset_work, limits.regex_depth)
-    automata().put(key, dfa, table_bytes(dfa))
+    return ("regex_to_dfa", pattern, 0, DEFAULT_MAX_STATES, limits.regex_subset_work, limits.regex_depth)
+
+
+def patterns_made(seen: Mapping[Hashable, Any]) -> dict[str, DFA]:
+    """The DFAs among ``seen`` (automata by their key, as :func:`grammarmask.cache.recording_automata`
+    records them) that :func:`regex_to_dfa` made for a pattern with no flags and the defaults, by
+    pattern."""
+    return {key[1]: d for key, d in seen.items()
+            if isinstance(key, tuple) and key[0] == "regex_to_dfa" and key == _default_key(key[1])}
+
+
+def tables_of(dfas: Mapping[str, DFA]) -> dict[str, Tables]:
+    """DFAs as tables, to keep on disk and hand to :func:`keep_tables`."""
+    return {rx: (d.transitions.tobytes(), d.accepting.tobytes(), d.start) for rx, d in dfas.items()}
+
+
+def keep_tables(tables: Mapping[str, Tables]) -> None:
+    """Keep DFAs made earlier as :func:`regex_to_dfa` makes these patterns' (no flags, the default
+    ``max_states``, the limits now in force), given as tables, in the process-wide cache where
+    :func:`regex_to_dfa` finds them: DFAs an installation makes once and reads back (see
+    :mod:`grammarmask.frontends.lark_bundled`, :mod:`grammarmask.frontends.jsonschema.common_dfas`)."""
+    cache = automata()
+    for pattern, (table, accepting, start) in tables.items():
+        t = np.frombuffer(table, dtype=np.int32).reshape(-1, 256)
+        dfa = DFA._trusted(t, np.frombuffer(accepting, dtype=np.bool_), start)
+        cache.put(_default_key(pattern), dfa, table_bytes(dfa))
 
 
 _FRAMES = 8  # Python frames one level of group nesting may take (re's parser, the NFA builder)

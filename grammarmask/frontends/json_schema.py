@@ -29,6 +29,7 @@ from ..ir.cfg import Cfg
 from ..ir.gbnf import to_gbnf
 from ..limits import Limits, active, in_force
 from ..vocab import Vocabulary
+from .jsonschema.common_dfas import keep_common_dfas
 from .jsonschema.compiler import Compiler, SchemaWarning
 from .jsonschema.depth import stack_room, too_deep
 from .jsonschema.keywords import canonical
@@ -253,6 +254,7 @@ class JsonSchema(Grammar):
 
         def remake() -> Cfg:
             with in_force(limits):
+                keep_common_dfas()  # the DFAs every schema asks for, made once per installation
                 return build_cfg(rules)
 
         return remake

@@ -6,7 +6,7 @@ and the subset construction: ~0.8 ms of sql.lark's first compile (NUMBER alone 0
 DFAs depend only on lark's release, the file and the regex budgets, so they are kept in the disk
 cache (kind ``lark-bundled-dfas``, as the file's tree is, :func:`.lark_syntax._bundled_tree`) and,
 the first time a process's grammar imports from the file, put in the process-wide cache of automata
-(:func:`~grammarmask.automata.regex.keep_dfa`), where the terminals' patterns find them. Making
+(:func:`~grammarmask.automata.regex.keep_tables`), where the terminals' patterns find them. Making
 them takes ~0.1 s, once per installation (and regex budgets); reading them back ~0.3 ms a process.
 Lark's widths of the patterns (by which a terminal's alternatives are ordered, so its pattern is
 lark's) are kept beside them (:func:`.lark_rules.keep_widths`).
@@ -17,9 +17,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    from ..automata.regex import Tables
 
 __all__ = ["entry_key", "keep_common_dfas"]
 
@@ -65,8 +66,7 @@ def _common_hash() -> str:
 @functools.lru_cache(maxsize=8)
 def _keep(*key: Any) -> None:
     from .. import disk_cache
-    from ..automata.dfa import DFA
-    from ..automata.regex import keep_dfa
+    from ..automata.regex import keep_tables
     from ..errors import GrammarMaskError
     from .lark_rules import keep_widths
 
@@ -78,25 +78,18 @@ def _keep(*key: Any) -> None:
     finally:
         _making.active = False
     dfas, widths = kept
-    for pattern, (table, accepting, start) in dfas.items():
-        t = np.frombuffer(table, dtype=np.int32).reshape(-1, 256)
-        keep_dfa(pattern, DFA._trusted(t, np.frombuffer(accepting, dtype=np.bool_), start))
+    keep_tables(dfas)
     keep_widths(widths)
 
 
-def _made() -> tuple[dict[str, tuple[bytes, bytes, int]], dict[str, tuple[int, int]]]:
+def _made() -> tuple[dict[str, Tables], dict[str, tuple[int, int]]]:
     """The DFAs, and lark's widths of the patterns whose alternatives a grammar orders by them."""
+    from ..automata.regex import tables_of
     from .lark_rules import recording_widths
 
     with recording_widths() as widths:
-        dfas = _plain(_terminal_dfas(_common_text()))
+        dfas = tables_of(_terminal_dfas(_common_text()))
     return dfas, dict(widths)
-
-
-def _plain(dfas: dict[str, Any]) -> dict[str, tuple[bytes, bytes, int]]:
-    """DFAs as their tables' bytes: read back as read-only views, with none of the checks and copies
-    of a DFA unpickled (24 of them took 0.4 ms that way, more than they save)."""
-    return {rx: (d.transitions.tobytes(), d.accepting.tobytes(), d.start) for rx, d in dfas.items()}
 
 
 def _terminal_dfas(text: str) -> dict[str, Any]:
