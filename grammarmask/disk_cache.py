@@ -50,8 +50,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-__all__ = ["code_hash", "directory", "flush", "load", "load_or_make", "max_bytes", "store", "store_later",
-           "sweep"]
+__all__ = ["code_hash", "directory", "flush", "load", "load_or_make", "made_once", "max_bytes", "store",
+           "store_later", "sweep"]
 
 T = TypeVar("T")
 _OFF = ("", "off", "0", "none", "false")
@@ -304,6 +304,21 @@ def _unpack_dfa(classes: bytes, table: Any, accepting: Any, start: int) -> Any:
     from .automata.dfa import DFA
 
     return DFA(table[:, np.frombuffer(classes, dtype=np.uint8)], accepting, start)
+
+
+def made_once(kind: str, key: Hashable, make: Callable[[], T], making: threading.local) -> T | None:
+    """What an installation makes once (:func:`load_or_make`), with ``making.active`` set while
+    ``make()`` runs in this thread (the compiles it runs must not ask for it again); None when the
+    limits in force refuse what it makes (then it is made where used, as anything is)."""
+    from .errors import GrammarMaskError
+
+    making.active = True
+    try:
+        return load_or_make(kind, key, make)
+    except GrammarMaskError:
+        return None
+    finally:
+        making.active = False
 
 
 def load_or_make(kind: str, key: Hashable, make: Callable[[], T], *, packed: bool = False,

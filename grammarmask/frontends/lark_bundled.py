@@ -67,16 +67,11 @@ def _common_hash() -> str:
 def _keep(*key: Any) -> None:
     from .. import disk_cache
     from ..automata.regex import keep_tables
-    from ..errors import GrammarMaskError
     from .lark_rules import keep_widths
 
-    _making.active = True
-    try:
-        kept = disk_cache.load_or_make("lark-bundled-dfas", key, _made)
-    except GrammarMaskError:  # (budgets too small for the file: its terminals are made as any are)
+    kept = disk_cache.made_once("lark-bundled-dfas", key, _made, _making)
+    if kept is None:  # (budgets too small for the file: its terminals are made as any are)
         return
-    finally:
-        _making.active = False
     dfas, widths = kept
     keep_tables(dfas)
     keep_widths(widths)

@@ -72,16 +72,10 @@ def entry_key() -> tuple[Any, ...]:
 def _keep(*key: Any) -> None:
     from ... import disk_cache
     from ...automata.regex import keep_tables
-    from ...errors import GrammarMaskError
 
-    _making.active = True
-    try:
-        kept = disk_cache.load_or_make("json-schema-common-dfas", key, _made)
-    except GrammarMaskError:  # (budgets too small for a sample: its patterns are made as any are)
-        return
-    finally:
-        _making.active = False
-    keep_tables(kept)
+    kept = disk_cache.made_once("json-schema-common-dfas", key, _made, _making)
+    if kept is not None:  # (None: budgets too small for a sample; its patterns are made as any are)
+        keep_tables(kept)
 
 
 def _made() -> dict[str, Tables]:
