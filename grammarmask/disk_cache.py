@@ -307,18 +307,37 @@ def _unpack_dfa(classes: bytes, table: Any, accepting: Any, start: int) -> Any:
 
 
 def made_once(kind: str, key: Hashable, make: Callable[[], T], making: threading.local) -> T | None:
-    """What an installation makes once (:func:`load_or_make`), with ``making.active`` set while
-    ``make()`` runs in this thread (the compiles it runs must not ask for it again); None when the
-    limits in force refuse what it makes (then it is made where used, as anything is)."""
+    """What an installation makes once: :func:`load`, else ``make()`` stored for later processes,
+    with ``making.active`` set while it runs in this thread (the compiles it runs must not ask for
+    it again). None when it would be made for nothing (no cache, or a directory that cannot be
+    written: every process would make it again, at more than the cost it saves) or when the limits
+    in force refuse what it makes; then it is made where used, as anything is."""
     from .errors import GrammarMaskError
 
+    hit = load(kind, key)
+    if hit is not None:
+        return hit  # type: ignore[no-any-return]
+    where = directory()
+    if where is None or not _writable(where):
+        return None
     making.active = True
     try:
-        return load_or_make(kind, key, make)
+        value = make()
     except GrammarMaskError:
         return None
     finally:
         making.active = False
+    store(kind, key, value)
+    return value
+
+
+def _writable(where: Path) -> bool:
+    """Whether entries can be written in ``where`` (made if missing)."""
+    try:
+        where.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(where, os.W_OK | os.X_OK)
 
 
 def load_or_make(kind: str, key: Hashable, make: Callable[[], T], *, packed: bool = False,

@@ -334,7 +334,7 @@ def test_the_dfas_every_schema_asks_for_are_made_once_per_installation(
     """The DFAs of the patterns nearly every schema asks for (whitespace, strings, keys, numbers) are
     made once, kept on disk and put where regex_to_dfa finds them at a process's first JSON Schema
     compile: equal to what it makes of each pattern, so a schema using them builds none. With the
-    disk cache off nothing is made."""
+    disk cache off, or a directory that cannot be written, nothing is made."""
     import threading
 
     from grammarmask.automata import regex as rx_module
@@ -373,6 +373,14 @@ def test_the_dfas_every_schema_asks_for_are_made_once_per_installation(
     assert built == []
     assert_accepts(compiled, '{"note": "a\\u00e9", "x": -1.5e3}')
     assert_rejects(compiled, '{"note": 1}')
+    # a cache directory that cannot be written: nothing made (each process would make it again)
+    blocker = cache_dir.parent / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("GRAMMARMASK_CACHE_DIR", str(blocker / "cache"))
+    automata().clear()
+    common_dfas._keep.cache_clear()
+    common_dfas.keep_common_dfas()  # (_made fails the test if called)
+    assert len(automata()) == 0
 
 
 def test_a_large_regex_dfa_is_read_back(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
