@@ -152,6 +152,30 @@ pub fn dfa_classes<'py>(
     Ok((PyBytes::new(py, &classes.map), classes.count))
 }
 
+/// The byte strings one after another in `data`, of `lengths` (uint32, native order); `what`
+/// names the caller in the errors.
+fn split<'a>(data: &'a [u8], lengths: &[u8], what: &str) -> Result<Vec<&'a [u8]>> {
+    let lengths = to_u32s_ne(lengths, &format!("{what}: lengths"))?;
+    let mut strings = Vec::with_capacity(lengths.len());
+    let mut at = 0usize;
+    for len in lengths {
+        let end = at
+            .checked_add(len as usize)
+            .filter(|&e| e <= data.len())
+            .ok_or_else(|| {
+                Error::new(format!("{what}: the lengths add up to more than the data"))
+            })?;
+        strings.push(&data[at..end]);
+        at = end;
+    }
+    if at != data.len() {
+        return Err(Error::new(format!(
+            "{what}: the lengths add up to less than the data"
+        )));
+    }
+    Ok(strings)
+}
+
 /// `dfa_from_strings(data, lengths)`: the minimal DFA of a set of byte strings, given sorted and
 /// distinct, one after another in `data`, with their lengths as uint32 (native order).
 #[pyfunction]
@@ -163,24 +187,7 @@ pub fn dfa_from_strings<'py>(
     let (data, lengths) = (data.as_bytes(), lengths.as_bytes());
     // the table's size, about 1 KB a byte of the strings
     let d = guarded_sized(py, data.len().saturating_mul(1024), move || {
-        let lengths = to_u32s_ne(lengths, "dfa_from_strings: lengths")?;
-        let mut strings = Vec::with_capacity(lengths.len());
-        let mut at = 0usize;
-        for len in lengths {
-            let end = at
-                .checked_add(len as usize)
-                .filter(|&e| e <= data.len())
-                .ok_or_else(|| {
-                    Error::new("dfa_from_strings: the lengths add up to more than the data")
-                })?;
-            strings.push(&data[at..end]);
-            at = end;
-        }
-        if at != data.len() {
-            return Err(Error::new(
-                "dfa_from_strings: the lengths add up to less than the data",
-            ));
-        }
+        let strings = split(data, lengths, "dfa_from_strings")?;
         if strings.windows(2).any(|w| w[0] >= w[1]) {
             return Err(Error::new(
                 "dfa_from_strings: the strings must be sorted and distinct",
@@ -206,28 +213,22 @@ pub fn dfa_chain<'py>(
 ) -> PyResult<DfaParts<'py>> {
     let (data, lengths, counts) = (data.as_bytes(), lengths.as_bytes(), counts.as_bytes());
     let d = guarded_sized(py, data.len().saturating_mul(1024), move || {
-        let lengths = to_u32s_ne(lengths, "dfa_chain: lengths")?;
         let counts = to_u32s_ne(counts, "dfa_chain: counts")?;
-        let too_few = || Error::new("dfa_chain: the counts or lengths add up to more than given");
-        let (mut strings, mut at) = (lengths.iter(), 0usize);
+        let total: u64 = counts.iter().map(|&c| u64::from(c)).sum();
+        let n_strings = (lengths.len() / 4) as u64;
+        if total != n_strings {
+            let how = if total > n_strings { "more" } else { "less" };
+            return Err(Error::new(format!(
+                "dfa_chain: the counts add up to {how} than the lengths"
+            )));
+        }
+        let strings = split(data, lengths, "dfa_chain")?;
+        let mut rest = strings.as_slice();
         let mut positions = Vec::with_capacity(counts.len());
         for &count in &counts {
-            let mut spellings = Vec::new();
-            for _ in 0..count {
-                let len = *strings.next().ok_or_else(too_few)? as usize;
-                let end = at
-                    .checked_add(len)
-                    .filter(|&e| e <= data.len())
-                    .ok_or_else(too_few)?;
-                spellings.push(&data[at..end]);
-                at = end;
-            }
-            positions.push(spellings);
-        }
-        if strings.next().is_some() || at != data.len() {
-            return Err(Error::new(
-                "dfa_chain: the counts or lengths add up to less than given",
-            ));
+            let (own, after) = rest.split_at(count as usize);
+            positions.push(own.to_vec());
+            rest = after;
         }
         chain(&positions)
     })?;
