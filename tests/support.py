@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import os
 import random
+import threading
 from pathlib import Path
+from types import ModuleType
+
+import pytest
 
 from grammarmask.automata import DFA
 from grammarmask.grammar import CompiledGrammar, Grammar
@@ -134,3 +138,23 @@ class Opaque(Grammar):
 
     def _compile(self, vocab: Vocabulary) -> CompiledGrammar:
         return self.inner.compile(vocab)
+
+
+def made_once_per_installation(module: ModuleType, kind: str, cache_dir: Path,
+                               monkeypatch: pytest.MonkeyPatch) -> int:
+    """Hold a module that keeps DFAs an installation makes once (its ``keep_common_dfas`` and
+    ``_keep``) to making nothing with the disk cache off, and to one entry of ``kind`` in
+    ``cache_dir`` made by any thread; the number of automata the process then holds."""
+    from grammarmask.cache import automata
+
+    monkeypatch.setenv("GRAMMARMASK_CACHE_DIR", "off")
+    automata().clear()
+    module._keep.cache_clear()
+    module.keep_common_dfas()
+    assert len(automata()) == 0
+    monkeypatch.setenv("GRAMMARMASK_CACHE_DIR", str(cache_dir))
+    worker = threading.Thread(target=module.keep_common_dfas)  # (any thread may be the first)
+    worker.start()
+    worker.join()
+    assert len(list(cache_dir.glob(f"{kind}-*"))) == 1
+    return len(automata())

@@ -335,13 +335,15 @@ def test_the_dfas_every_schema_asks_for_are_made_once_per_installation(
     made once, kept on disk and put where regex_to_dfa finds them at a process's first JSON Schema
     compile: equal to what it makes of each pattern, so a schema using them builds none. With the
     disk cache off, or a directory that cannot be written, nothing is made."""
-    import threading
-
     from grammarmask.automata import regex as rx_module
     from grammarmask.cache import automata
     from grammarmask.frontends.jsonschema import common_dfas
     from grammarmask.frontends.jsonschema.numbers import JSON_NUMBER
     from grammarmask.frontends.jsonschema.strings import ANY_CHAR
+
+    # (imported here: a child process of test_a_new_process_reads_the_compiled_grammar imports this
+    # module alone, outside the tests package)
+    from .support import made_once_per_installation
 
     made = common_dfas._made()
     assert JSON_NUMBER in made and ANY_CHAR in made and len(made) >= 5
@@ -350,16 +352,8 @@ def test_the_dfas_every_schema_asks_for_are_made_once_per_installation(
         again = rx_module.regex_to_dfa(pattern)
         assert table == again.transitions.tobytes() and accepting == again.accepting.tobytes()
         assert start == again.start
-    monkeypatch.setenv("GRAMMARMASK_CACHE_DIR", "off")
-    automata().clear()
-    common_dfas._keep.cache_clear()
-    common_dfas.keep_common_dfas()
-    assert len(automata()) == 0
-    monkeypatch.setenv("GRAMMARMASK_CACHE_DIR", str(cache_dir))
-    worker = threading.Thread(target=common_dfas.keep_common_dfas)  # (any thread may be the first)
-    worker.start()
-    worker.join()
-    assert len(_entries(cache_dir, "json-schema-common-dfas-*")) == 1 and len(automata()) >= len(made)
+    kept = made_once_per_installation(common_dfas, "json-schema-common-dfas", cache_dir, monkeypatch)
+    assert kept >= len(made)
     automata().clear()
     common_dfas._keep.cache_clear()
     monkeypatch.setattr(common_dfas, "_made", lambda: pytest.fail("made again"))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import glob
 import random
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from grammarmask.frontends.lark import lark_to_cfg
 from grammarmask.mask import Mask
 from grammarmask.native.cfg import NativeCompiledCfg
 
-from .support import CORPUS
+from .support import CORPUS, made_once_per_installation
 
 ROOT = Path(__file__).resolve().parents[1]
 FILES = sorted(
@@ -395,16 +394,7 @@ def test_common_lark_s_terminal_dfas_are_made_once_per_installation(
         automata().clear()
         again = rx_module.regex_to_dfa(pattern)
         assert np.array_equal(dfa.transitions, again.transitions) and dfa.start == again.start
-    monkeypatch.setenv("GRAMMARMASK_CACHE_DIR", "off")
-    automata().clear()
-    lark_bundled._keep.cache_clear()
-    lark_bundled.keep_common_dfas()
-    assert len(automata()) == 0
-    monkeypatch.setenv("GRAMMARMASK_CACHE_DIR", str(tmp_path))
-    worker = threading.Thread(target=lark_bundled.keep_common_dfas)  # (any thread may be the first)
-    worker.start()
-    worker.join()
-    assert len(list(tmp_path.glob("lark-bundled-dfas-*"))) == 1 and len(automata()) >= 20
+    assert made_once_per_installation(lark_bundled, "lark-bundled-dfas", tmp_path, monkeypatch) >= 20
     automata().clear()
     lark_bundled._keep.cache_clear()
     monkeypatch.setattr(lark_bundled, "_terminal_dfas", lambda text: pytest.fail("made again"))

@@ -88,13 +88,13 @@ def regex_to_dfa(pattern: str, flags: int = 0, *, max_states: int = DEFAULT_MAX_
         made = _short_plain_dfa(pattern, flags, max_states)
         if made is not None:
             return made
-    limits = active()
-    depth, work = limits.regex_depth, limits.regex_subset_work
+    key = _key(pattern, flags, max_states)
+    work, depth = key[4:]
 
     def make() -> DFA:
         return _build(pattern, flags, max_states, work, depth)
 
-    return automaton(("regex_to_dfa", pattern, flags, max_states, work, depth), make)
+    return automaton(key, make)
 
 
 # a DFA as an installation's disk entry holds it: its dense int32 cells, its accepting flags (one byte
@@ -103,11 +103,11 @@ def regex_to_dfa(pattern: str, flags: int = 0, *, max_states: int = DEFAULT_MAX_
 Tables = tuple[bytes, bytes, int]
 
 
-def _default_key(pattern: str) -> tuple[Any, ...]:
-    """The key under which :func:`regex_to_dfa` keeps ``pattern``'s DFA made with no flags, the
-    default ``max_states`` and the limits now in force."""
+def _key(pattern: str, flags: int = 0, max_states: int = DEFAULT_MAX_STATES) -> tuple[Any, ...]:
+    """The key under which :func:`regex_to_dfa` keeps ``pattern``'s DFA, under the limits now in
+    force (their regex budgets, its last two items)."""
     limits = active()
-    return ("regex_to_dfa", pattern, 0, DEFAULT_MAX_STATES, limits.regex_subset_work, limits.regex_depth)
+    return ("regex_to_dfa", pattern, flags, max_states, limits.regex_subset_work, limits.regex_depth)
 
 
 def patterns_made(seen: Mapping[Hashable, Any]) -> dict[str, DFA]:
@@ -115,7 +115,7 @@ def patterns_made(seen: Mapping[Hashable, Any]) -> dict[str, DFA]:
     records them) that :func:`regex_to_dfa` made for a pattern with no flags and the defaults, by
     pattern."""
     return {key[1]: d for key, d in seen.items()
-            if isinstance(key, tuple) and key[0] == "regex_to_dfa" and key == _default_key(key[1])}
+            if isinstance(key, tuple) and key[0] == "regex_to_dfa" and key == _key(key[1])}
 
 
 def tables_of(dfas: Mapping[str, DFA]) -> dict[str, Tables]:
@@ -132,7 +132,7 @@ def keep_tables(tables: Mapping[str, Tables]) -> None:
     for pattern, (table, accepting, start) in tables.items():
         t = np.frombuffer(table, dtype=np.int32).reshape(-1, 256)
         dfa = DFA._trusted(t, np.frombuffer(accepting, dtype=np.bool_), start)
-        cache.put(_default_key(pattern), dfa, table_bytes(dfa))
+        cache.put(_key(pattern), dfa, table_bytes(dfa))
 
 
 _FRAMES = 8  # Python frames one level of group nesting may take (re's parser, the NFA builder)
