@@ -64,19 +64,36 @@ def _scanner() -> re.Pattern[str]:
 
 
 def _tokens(text: str) -> list[Any]:
-    """lark's tokens of ``text`` (skipped ones dropped), with their positions: cut by the native
-    extension when it imports (``src/lark_tokens.rs``: compiling the scanner below took 0.7 ms of a
-    new process's first grammar, and running it 1 us a token), else, and where a non-ASCII space or
-    digit may stand, by the scanner."""
+    """lark's tokens of ``text`` (skipped ones dropped), with their positions (:func:`_cut`)."""
+    kinds, token, _ = _cut(text)
+    return [token(i) for i in range(len(kinds) - 1)]
+
+
+def _cut(text: str) -> tuple[list[str], Callable[[int], Any], Callable[[int], str]]:
+    """The kinds of ``text``'s tokens (skipped ones dropped) with ``_END`` after them, and the
+    token and the text of the i-th, made when asked: a grammar's reader takes about half of them
+    (its punctuation only moves it on), and lark's Token costs ~1 us to make. Cut by the native
+    extension when it imports (``src/lark_tokens.rs``: compiling the scanner below took 0.7 ms of
+    a new process's first grammar, and running it 1 us a token), else, and where a non-ASCII space
+    or digit may stand, by the scanner."""
     from lark.lexer import Token
 
     rows = _native_tokens(text)
-    if rows is not None:
-        # (Token's constructor, past its check for a deprecated keyword: a third of this loop)
-        make = getattr(Token, "_future_new", Token)
-        return [make(_ORDER[k], text[a:b], a, line, column, end_line, end_column, b)
-                for k, a, b, line, column, end_line, end_column in rows]
-    return _scanned_tokens(text)
+    if rows is None:
+        toks = _scanned_tokens(text)
+        return [t.type for t in toks] + [_END], toks.__getitem__, lambda i: toks[i].value
+    # (Token's constructor, past its check for a deprecated keyword)
+    make = getattr(Token, "_future_new", Token)
+
+    def token(i: int) -> Any:
+        k, a, b, line, column, end_line, end_column = rows[i]
+        return make(_ORDER[k], text[a:b], a, line, column, end_line, end_column, b)
+
+    def spelled(i: int) -> str:
+        row = rows[i]
+        return text[row[1]:row[2]]
+
+    return [_ORDER[r[0]] for r in rows] + [_END], token, spelled
 
 
 def _native_tokens(text: str) -> list[tuple[int, int, int, int, int, int, int]] | None:
@@ -113,28 +130,35 @@ class _Reader:
     trees its parser builds: ``?rule``s inlined when they have one child, ``_rule``s and
     ``_TOKEN``s dropped, ``terminal``/``nonterminal`` as lark's symbols (its ``PrepareGrammar``)."""
 
-    def __init__(self, tokens: list[Any]) -> None:
+    def __init__(self, text: str) -> None:
         from lark.grammar import NonTerminal, Terminal
         from lark.tree import SlottedTree
 
-        self.toks, self.i = tokens, 0
+        # the kind of the token at self.i is self.kinds[self.i]: never past the _END at the end,
+        # as only a kind seen moves the reader on
+        self.kinds, self.token, self.spelled = _cut(text)
+        self.i = 0
         self.tree, self.terminal, self.nonterminal = SlottedTree, Terminal, NonTerminal
 
-    def peek(self) -> str:
-        return self.toks[self.i].type if self.i < len(self.toks) else _END
-
     def take(self, kind: str) -> Any:
-        if self.peek() != kind:
+        if self.kinds[self.i] != kind:
             raise _Unread
-        tok = self.toks[self.i]
+        tok = self.token(self.i)
         self.i += 1
         return tok
 
+    def take_name(self, kind: str) -> str:
+        """:meth:`take`'s token's text, without the token."""
+        if self.kinds[self.i] != kind:
+            raise _Unread
+        self.i += 1
+        return self.spelled(self.i - 1)
+
     def start(self) -> Any:
-        if not self.toks:
+        if len(self.kinds) == 1:
             raise _Unread  # lark's start needs at least one item
         items: list[Any] = []
-        while (kind := self.peek()) != _END:
+        while (kind := self.kinds[self.i]) != _END:
             if kind == "_NL":
                 self.i += 1
             else:
@@ -154,31 +178,31 @@ class _Reader:
             return t("ignore", [body])
         if kind == "_DECLARE":
             symbols = [self.symbol()]
-            while self.peek() in ("TERMINAL", "RULE"):
+            while self.kinds[self.i] in ("TERMINAL", "RULE"):
                 symbols.append(self.symbol())
             self.take("_NL")
             return t("declare", symbols)
         if kind == "_IMPORT":
             return self.import_()
         if kind in ("_OVERRIDE", "_EXTEND"):
-            inner = self.term() if self.peek() == "TERMINAL" else self.rule()
+            inner = self.term() if self.kinds[self.i] == "TERMINAL" else self.rule()
             return t(kind[1:].lower(), [inner])
         raise _Unread
 
     def rule(self) -> Any:
         t = self.tree
-        modifiers = [self.take("RULE_MODIFIERS")] if self.peek() == "RULE_MODIFIERS" else []
+        modifiers = [self.take("RULE_MODIFIERS")] if self.kinds[self.i] == "RULE_MODIFIERS" else []
         name = self.take("RULE")
         params = []
-        if self.peek() == "_LBRACE":
+        if self.kinds[self.i] == "_LBRACE":
             self.i += 1
             params.append(self.take("RULE"))
-            while self.peek() == "_COMMA":
+            while self.kinds[self.i] == "_COMMA":
                 self.i += 1
                 params.append(self.take("RULE"))
             self.take("_RBRACE")
         priority = []
-        if self.peek() == "_DOT":
+        if self.kinds[self.i] == "_DOT":
             self.i += 1
             priority.append(self.take("NUMBER"))
         self.take("_COLON")
@@ -189,7 +213,7 @@ class _Reader:
 
     def term(self) -> Any:
         children = [self.take("TERMINAL")]
-        if self.peek() == "_DOT":
+        if self.kinds[self.i] == "_DOT":
             self.i += 1
             children.append(self.take("NUMBER"))
         self.take("_COLON")
@@ -200,71 +224,72 @@ class _Reader:
     def import_(self) -> Any:
         t = self.tree
         kind = "import_lib"
-        if self.peek() == "_DOT":
+        if self.kinds[self.i] == "_DOT":
             self.i += 1
             kind = "import_rel"
         names = [self.name()]
-        while self.peek() == "_DOT":
+        while self.kinds[self.i] == "_DOT":
             self.i += 1
             names.append(self.name())
         children: list[Any] = [t(kind, names)]
-        if self.peek() == "_LPAR":
+        if self.kinds[self.i] == "_LPAR":
             self.i += 1
             listed = [self.name()]
-            while self.peek() == "_COMMA":
+            while self.kinds[self.i] == "_COMMA":
                 self.i += 1
                 listed.append(self.name())
             self.take("_RPAR")
             children.append(t("name_list", listed))
-        elif self.peek() == "_TO":
+        elif self.kinds[self.i] == "_TO":
             self.i += 1
             children.append(self.name())
         self.take("_NL")
         return t("import", children)
 
     def name(self) -> Any:
-        if self.peek() not in ("RULE", "TERMINAL"):
+        if self.kinds[self.i] not in ("RULE", "TERMINAL"):
             raise _Unread
-        return self.take(self.peek())
+        return self.take(self.kinds[self.i])
 
     def symbol(self) -> Any:
-        tok = self.name()
-        if tok.type == "TERMINAL":
-            return self.terminal(str(tok), filter_out=tok.startswith("_"))
-        return self.nonterminal(tok.value)
+        kind = self.kinds[self.i]
+        if kind == "TERMINAL":
+            name = self.take_name(kind)
+            return self.terminal(name, filter_out=name.startswith("_"))
+        return self.nonterminal(self.take_name("RULE"))
 
     def expansions(self) -> Any:
         alts = [self.alias()]
-        while self.peek() in ("_OR", "_NL_OR"):
+        while self.kinds[self.i] in ("_OR", "_NL_OR"):
             self.i += 1
             alts.append(self.alias())
         return self.tree("expansions", alts)
 
     def alias(self) -> Any:
         items = []
-        while self.peek() in _EXPR_START:
+        while self.kinds[self.i] in _EXPR_START:
             items.append(self.expr())
         body = self.tree("expansion", items)
-        if self.peek() != "_TO":
+        if self.kinds[self.i] != "_TO":
             return body
         self.i += 1
-        return self.tree("alias", [body, self.nonterminal(self.take("RULE").value)])
+        return self.tree("alias", [body, self.nonterminal(self.take_name("RULE"))])
 
     def expr(self) -> Any:
         atom = self.atom()
-        kind = self.peek()
+        kind = self.kinds[self.i]
         if kind == "OP":
             return self.tree("expr", [atom, self.take("OP")])
         if kind != "TILDE":
             return atom
         children = [atom, self.take("TILDE"), self.take("NUMBER")]
-        if self.peek() == "_DOTDOT":
+        if self.kinds[self.i] == "_DOTDOT":
             self.i += 1
             children.append(self.take("NUMBER"))
         return self.tree("expr", children)
 
     def atom(self) -> Any:
-        kind = self.peek()
+        kind = self.kinds[self.i]
         if kind in ("_LPAR", "_LBRA"):
             self.i += 1
             inner = self.expansions()
@@ -277,14 +302,14 @@ class _Reader:
 
     def value(self) -> Any:
         t = self.tree
-        kind = self.peek()
+        kind = self.kinds[self.i]
         if kind in ("TERMINAL", "RULE") and not (kind == "RULE" and self.peek_at(1) == "_LBRACE"):
             return t("value", [self.symbol()])
         if kind == "RULE":  # a template's use: name{arg, ...}
-            name = self.nonterminal(self.take("RULE").value)
+            name = self.nonterminal(self.take_name("RULE"))
             self.take("_LBRACE")
             args = [self.value()]
-            while self.peek() == "_COMMA":
+            while self.kinds[self.i] == "_COMMA":
                 self.i += 1
                 args.append(self.value())
             self.take("_RBRACE")
@@ -292,21 +317,21 @@ class _Reader:
         if kind == "REGEXP":
             return t("value", [t("literal", [self.take("REGEXP")])])
         first = self.take("STRING")
-        if self.peek() != "_DOTDOT":
+        if self.kinds[self.i] != "_DOTDOT":
             return t("value", [t("literal", [first])])
         self.i += 1
         return t("value", [t("range", [first, self.take("STRING")])])
 
     def peek_at(self, k: int) -> str:
         j = self.i + k
-        return self.toks[j].type if j < len(self.toks) else _END
+        return self.kinds[j] if j < len(self.kinds) else _END
 
 
 def parse(text: str) -> Any:
     """lark's parse tree of grammar text ``text`` (what ``lark.load_grammar._parse_grammar`` returns),
     or None when this reader does not take the text (lark's parser then reads it)."""
     try:
-        return _Reader(_tokens(text + "\n")).start()  # lark reads the text with a newline added
+        return _Reader(text + "\n").start()  # lark reads the text with a newline added
     except _Unread:
         return None
 
