@@ -220,7 +220,8 @@ _LITERAL_SET_LIMIT = 100_000
 # a literal: characters without regex meaning, or a backslash before a non-alphanumeric ASCII
 # character (which re reads as that character itself, e.g. re.escape's output)
 _LIT = r"(?:[^\\.^$*+?{}\[\]|()]|\\[^0-9A-Za-z])+"
-_PLAIN_ALT = re.compile(rf"(?:\((?:\?:)?)?({_LIT}(?:\|{_LIT})*)\)?")
+# (one group around them at most: its parentheses are matched apart from an escaped one, "\)")
+_PLAIN_ALT = re.compile(rf"(?P<open>\((?:\?:)?)?(?P<lits>{_LIT}(?:\|{_LIT})*)(?P<close>\))?")
 _META = re.compile(r"[\\.^$*+?{}\[\]|()]")
 _ALT_ITEM = re.compile(r"(?:[^\\|]|\\.)+", re.DOTALL)
 _UNESCAPE = re.compile(r"\\(.)", re.DOTALL)
@@ -250,9 +251,9 @@ def _plain_alternation(pattern: str, flags: int) -> list[str] | None:
     if _META.search(pattern) is None:  # one literal without escapes (a JSON key): 5 -> 0.5 us
         return None if _SURROGATE.search(pattern) else [pattern]
     m = _PLAIN_ALT.fullmatch(pattern)
-    if m is None or pattern.startswith("(") != pattern.endswith(")"):
+    if m is None or (m["open"] is None) != (m["close"] is None):
         return None
-    out = [_UNESCAPE.sub(r"\1", item) for item in _ALT_ITEM.findall(m.group(1))]
+    out = [_UNESCAPE.sub(r"\1", item) for item in _ALT_ITEM.findall(m["lits"])]
     if any(_SURROGATE.search(x) for x in out):
         return None
     return out
