@@ -587,6 +587,10 @@ pub struct Insides {
     /// the string body's characters in the lexer's classes, made at the first lexer state that
     /// may be inside a string ([`Slice::body_run`], [`Slice::takes`])
     body: Option<BodyChars>,
+    /// the lexer states last met that take body characters in a row, with how many
+    /// ([`Slice::body_run`]), newest first: candidates to read a string's next length off
+    /// ([`Insides::read_off_run`])
+    runs: VecDeque<(u32, usize)>,
     shelf: Option<Arc<Shelf>>,
     slice: Option<Arc<Slice>>,
     pool: Arc<Pool>,
@@ -596,6 +600,9 @@ pub struct Insides {
 /// [`Lexer::first_difference`] may visit.
 const CANDIDATES: usize = 8;
 const ALIKE_PAIRS: usize = 2048;
+/// Lexer states that take body characters in a row compared with a new one
+/// ([`Insides::read_off_run`]): the last lengths of the strings of bounded length met.
+const RUN_CANDIDATES: usize = 4;
 /// Shapes whose last lexer states are kept as candidates ([`Insides::alike`]).
 const SHAPES: usize = 256;
 /// A candidate is read off ([`Inside::deep`]) only when at most this share of the tokens (1 / it)
@@ -659,6 +666,7 @@ impl Insides {
             recent: VecDeque::new(),
             by_shape: Lru::new(SHAPES),
             body: None,
+            runs: VecDeque::new(),
             shelf,
             slice,
             pool,
@@ -681,6 +689,11 @@ impl Insides {
             return Kept::Dense;
         }
         let shape = w.lc.shape(lx, lex);
+        // one more length of a string of bounded length: its body tokens, and the others as the
+        // last length met that takes them alike
+        if let Some(made) = self.read_off_run(w, on, lex) {
+            return self.keep(lex, shape, Arc::new(made));
+        }
         // a candidate of the same shape that takes the tokens alike, or all but the longest
         if let Some((from, reference)) = self.alike(w.lc, lx, lex, &shape, trie) {
             if from > trie.max_depth {
@@ -767,6 +780,54 @@ impl Insides {
             lock(&shelf.kept).put(key, Arc::new(shelved));
         }
         kept
+    }
+
+    /// What lexer state `lex` allows when it takes `n` body characters in a row ([`Slice::body_run`]:
+    /// a string of `maxLength` at one of its lengths), read off a lexer state met before that
+    /// takes body characters in a row too ([`RUN_CANDIDATES`] of the last) when no string as long
+    /// as the longest token that is not a body token tells the two apart
+    /// ([`Lexer::first_difference`]): the body tokens of at most `n` characters ([`Slice`]), the
+    /// other tokens as the candidate takes them, and the candidate's close nodes, stepped to from
+    /// `lex` ([`steps_at`]). Each new length of a name of `maxLength` 80 was a walk of the other
+    /// tokens' trie (3,900 nodes on tekken) or a comparison with an earlier length as deep as the
+    /// trie (the pairs of the two DFA states' paths up to the bound) and a walk of the longest
+    /// tokens: 80-140 us, against a comparison only as deep as those tokens (20 bytes).
+    fn read_off_run(&mut self, w: &mut Walk<'_>, on: &OnTrie<'_>, lex: u32) -> Option<Inside> {
+        let slice = Arc::clone(self.slice.as_ref()?);
+        let lx = w.cx.lx;
+        let body = self.body.get_or_insert_with(|| BodyChars::of(lx));
+        let n = slice.body_run(w.lc, lx, lex, body)?;
+        // (body_run took `lex`: one lexeme in progress, no shadows)
+        let q = w.lc.states.values[lex as usize].0[0];
+        let depth = slice.rest_depth();
+        let reference = self
+            .runs
+            .iter()
+            .take(RUN_CANDIDATES)
+            .find_map(|&(cand, m)| {
+                // (two runs of different lengths part after the shorter one and a character more,
+                // `a` by `a`: none that near its bound is compared)
+                if m != n && m.min(n) < depth {
+                    return None;
+                }
+                let Some(Kept::Inside(ins)) = self.by_lex.peek(&cand) else {
+                    return None;
+                };
+                let p = *w.lc.states.values[cand as usize].0.first()?;
+                (lx.first_difference(q, p, depth, ALIKE_PAIRS) > depth).then(|| Arc::clone(ins))
+            });
+        self.runs.push_front((lex, n));
+        self.runs.truncate(RUN_CANDIDATES);
+        let reference = reference?;
+        let nodes: Vec<u32> = reference.closes.iter().map(|c| c.0).collect();
+        let closes = steps_at(w.lc, lx, on.trie, on.reps, lex, &nodes)?;
+        Some(Inside {
+            words: Arc::new(Packed::from_vec(
+                slice.with_rest_of(n, &reference.words.to_vec()),
+            )),
+            closes,
+            walked: 0,
+        })
     }
 
     /// [`Inside::diff`] of `lex` (one lexeme in progress, no shadows) from the string body it

@@ -283,7 +283,35 @@ impl Slice {
         lex: u32,
         n: usize,
     ) -> Inside {
-        let words = if n >= self.most_chars() {
+        let words = self.body_upto(n);
+        let mut made = Inside::onto(lc, lx, &self.rest, reps, lex, words, None);
+        for c in &mut made.closes {
+            c.0 = self.node_of[c.0 as usize];
+        }
+        made
+    }
+
+    /// The longest token that is not a body token, in bytes: lexer states that no string of this
+    /// many bytes tells apart take these tokens alike ([`Slice::with_rest_of`]).
+    pub fn rest_depth(&self) -> usize {
+        self.rest.max_depth
+    }
+
+    /// The words of a lexer state that takes `n` body characters in a row ([`Slice::body_run`])
+    /// and the other tokens as `reference` takes them (the words of a lexer state that takes them
+    /// alike): the body tokens of at most `n` characters, and `reference`'s tokens that are not
+    /// body tokens.
+    pub fn with_rest_of(&self, n: usize, reference: &[u32]) -> Vec<u32> {
+        let mut words = self.body_upto(n);
+        for ((w, &r), &b) in words.iter_mut().zip(reference).zip(&self.words) {
+            *w |= r & !b;
+        }
+        words
+    }
+
+    /// The body tokens of at most `n` characters.
+    fn body_upto(&self, n: usize) -> Vec<u32> {
+        if n >= self.most_chars() {
             self.words.clone()
         } else {
             // the tokens of at most n characters set, or the longer ones cleared: the fewer
@@ -301,12 +329,7 @@ impl Slice {
                 }
                 words
             }
-        };
-        let mut made = Inside::onto(lc, lx, &self.rest, reps, lex, words, None);
-        for c in &mut made.closes {
-            c.0 = self.node_of[c.0 as usize];
         }
-        made
     }
 
     /// [`Inside::of`] on the byte trie for a lexer state that [`Slice::takes`] the body: the body
@@ -486,6 +509,74 @@ mod tests {
             utf8_chars(&mut set, b, next, inside);
         }
         flipped(rng, t, 3, 2, flips)
+    }
+
+    #[test]
+    fn a_length_takes_the_other_tokens_as_one_alike_to_their_depth() {
+        // the lengths of a string of up to 40 characters, and tokens of at most four pieces (the
+        // other tokens at most 16 bytes deep): lengths that no string that deep tells apart take
+        // those alike, and each its own body tokens (what Insides::read_off_run reads off)
+        let pieces: Vec<&[u8]> = vec![
+            b"a",
+            b"\"",
+            b"\\",
+            b"\n",
+            "é".as_bytes(),
+            "😀".as_bytes(),
+            b"\xc3",
+            b"\xed\xa0\x80",
+        ];
+        let mut rng = Rng(0x5eed_cafe_f00d_0003);
+        // (and body tokens of up to 30 characters: lengths alike far from the bound take
+        // different ones)
+        let mut toks = rng.tokens(3000, &pieces, 4);
+        toks.extend((5..=30).map(|n| vec![b'a'; n]));
+        toks.sort();
+        toks.dedup();
+        let n = toks.len();
+        let vocab = Vocab::from_tokens(toks, &[], n).unwrap();
+        let trie = TokenTrie::build(&vocab, &ByteClasses::identity().map);
+        let slice = Slice::build(&vocab, &trie);
+        let reps: Vec<u8> = (0..=255).collect();
+        let depth = slice.rest_depth();
+        let (mut alike, mut apart, mut shorter) = (0, 0, 0);
+        for round in 0..12 {
+            let flips = if round < 4 { 0 } else { 1 + rng.below(3) };
+            let (min, max) = (rng.below(3), 30 + rng.below(11));
+            let lx = bounded_string_lexer(&mut rng, min, max, flips);
+            let mut lc = LexCache::new(&lx);
+            let mut body = BodyChars::of(&lx);
+            let mut runs = Vec::new();
+            for q in 1..lx.n_states() as u32 {
+                let lex = lc.state(vec![q], 0);
+                if let Some(run) = slice.body_run(&mut lc, &lx, lex, &mut body) {
+                    let fresh = Inside::of(&mut lc, &lx, &trie, &reps, lex, vocab.n_words());
+                    runs.push((q, run, fresh));
+                }
+            }
+            for (q, run, want) in &runs {
+                for (p, _, other) in &runs {
+                    if p == q || lx.first_difference(*q, *p, depth, usize::MAX) <= depth {
+                        apart += 1;
+                        continue;
+                    }
+                    alike += 1;
+                    shorter += usize::from(*run < slice.most_chars());
+                    let words = slice.with_rest_of(*run, &other.words.to_vec());
+                    assert_eq!(
+                        words,
+                        want.words.to_vec(),
+                        "{q} read off {p}, round {round}"
+                    );
+                    let nodes = |ins: &Inside| ins.closes.iter().map(|c| c.0).collect::<Vec<_>>();
+                    assert_eq!(nodes(other), nodes(want), "the close nodes of {q} and {p}");
+                }
+            }
+        }
+        assert!(
+            alike > 1000 && apart > 1000 && shorter > 100,
+            "{alike} {apart} {shorter}"
+        );
     }
 
     #[test]
