@@ -673,8 +673,9 @@ impl Insides {
         }
     }
 
-    /// What lexer state `lex` allows by itself: cached; else a candidate's of the same shape that
-    /// takes every token alike (or all but the longest: [`Inside::deep`]); else inside a string's
+    /// What lexer state `lex` allows by itself: cached; else, one more length of a string of
+    /// bounded length, an earlier length's ([`Insides::read_off_run`]); else a candidate's of the
+    /// same shape that takes every token alike (or all but the longest: [`Inside::deep`]); else inside a string's
     /// body, the body tokens and a walk of the rest ([`Slice`]); else the shelf's, from another
     /// grammar; else read off the candidate most like it ([`Inside::diff`]); else walked afresh.
     /// Kept for the next visit, and shelved.
@@ -689,9 +690,11 @@ impl Insides {
             return Kept::Dense;
         }
         let shape = w.lc.shape(lx, lex);
+        // inside a string's body: how many body characters in a row (asked once, used twice)
+        let run = self.body_run(w, lex);
         // one more length of a string of bounded length: its body tokens, and the others as the
         // last length met that takes them alike
-        if let Some(made) = self.read_off_run(w, on, lex) {
+        if let Some(made) = run.and_then(|n| self.read_off_run(w, on, lex, n)) {
             return self.keep(lex, shape, Arc::new(made));
         }
         // a candidate of the same shape that takes the tokens alike, or all but the longest
@@ -712,11 +715,11 @@ impl Insides {
         // inside a string's body (of bounded length too): the vocabulary's body tokens and a walk
         // of the rest, cheaper than a signature and the shelf (and not worth shelving)
         if let Some(slice) = &self.slice {
-            let body = self.body.get_or_insert_with(|| BodyChars::of(lx));
-            if let Some(n) = slice.body_run(w.lc, lx, lex, body) {
+            if let Some(n) = run {
                 let made = slice.inside_upto(w.lc, lx, reps, lex, n);
                 return self.keep(lex, shape, Arc::new(made));
             }
+            let body = self.body.get_or_insert_with(|| BodyChars::of(lx));
             // (several lexemes in progress, all in a string's body)
             if w.lc.states.values[lex as usize].0.len() > 1 && Slice::takes(w.lc, lx, lex, body) {
                 let made = slice.inside(w.lc, lx, reps, lex);
@@ -782,6 +785,15 @@ impl Insides {
         kept
     }
 
+    /// How many body characters lexer state `lex` takes in a row ([`Slice::body_run`]), when the
+    /// grammar walks the vocabulary's byte trie (with its [`Slice`]).
+    fn body_run(&mut self, w: &mut Walk<'_>, lex: u32) -> Option<usize> {
+        let slice = self.slice.as_ref()?;
+        let lx = w.cx.lx;
+        let body = self.body.get_or_insert_with(|| BodyChars::of(lx));
+        slice.body_run(w.lc, lx, lex, body)
+    }
+
     /// What lexer state `lex` allows when it takes `n` body characters in a row ([`Slice::body_run`]:
     /// a string of `maxLength` at one of its lengths), read off a lexer state met before that
     /// takes body characters in a row too ([`RUN_CANDIDATES`] of the last) when no string as long
@@ -792,11 +804,15 @@ impl Insides {
     /// tokens' trie (3,900 nodes on tekken) or a comparison with an earlier length as deep as the
     /// trie (the pairs of the two DFA states' paths up to the bound) and a walk of the longest
     /// tokens: 80-140 us, against a comparison only as deep as those tokens (20 bytes).
-    fn read_off_run(&mut self, w: &mut Walk<'_>, on: &OnTrie<'_>, lex: u32) -> Option<Inside> {
+    fn read_off_run(
+        &mut self,
+        w: &mut Walk<'_>,
+        on: &OnTrie<'_>,
+        lex: u32,
+        n: usize,
+    ) -> Option<Inside> {
         let slice = Arc::clone(self.slice.as_ref()?);
         let lx = w.cx.lx;
-        let body = self.body.get_or_insert_with(|| BodyChars::of(lx));
-        let n = slice.body_run(w.lc, lx, lex, body)?;
         // (body_run took `lex`: one lexeme in progress, no shadows)
         let q = w.lc.states.values[lex as usize].0[0];
         let depth = slice.rest_depth();

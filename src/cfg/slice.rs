@@ -393,7 +393,11 @@ mod tests {
     /// A vocabulary of 3,000 draws of 1 to `most` of `pieces` each (duplicates merged), its byte
     /// trie and its slice.
     fn piece_vocab(rng: &mut Rng, pieces: &[&[u8]], most: usize) -> (Vocab, TokenTrie, Slice) {
-        let toks = rng.tokens(3000, pieces, most);
+        sliced(rng.tokens(3000, pieces, most))
+    }
+
+    /// The vocabulary of `toks` (sorted and distinct), its byte trie and its slice.
+    fn sliced(toks: Vec<Vec<u8>>) -> (Vocab, TokenTrie, Slice) {
         let n = toks.len();
         let vocab = Vocab::from_tokens(toks, &[], n).unwrap();
         let trie = TokenTrie::build(&vocab, &ByteClasses::identity().map);
@@ -533,10 +537,7 @@ mod tests {
         toks.extend((5..=30).map(|n| vec![b'a'; n]));
         toks.sort();
         toks.dedup();
-        let n = toks.len();
-        let vocab = Vocab::from_tokens(toks, &[], n).unwrap();
-        let trie = TokenTrie::build(&vocab, &ByteClasses::identity().map);
-        let slice = Slice::build(&vocab, &trie);
+        let (vocab, trie, slice) = sliced(toks);
         let reps: Vec<u8> = (0..=255).collect();
         let depth = slice.rest_depth();
         let (mut alike, mut apart, mut shorter) = (0, 0, 0);
