@@ -68,7 +68,8 @@ class Limits:
     #: root frontiers kept per compiled grammar, by lexer shadow set (4096)
     cfg_root_frontiers: int = 4096
     #: masks kept per compiled grammar (2048) and their bytes (16 MiB: a 131k-token row is 16 KB);
-    #: the native engine keeps as many of what lexer states allow by themselves (a row each)
+    #: the native engine keeps as many of what lexer states allow by themselves (a row each), and
+    #: its mask walks by their questions to the parser, 2 KB per mask (4 MiB), for states alike
     cfg_masks: int = 2048
     cfg_mask_bytes: int = 16 << 20
     #: ways of cutting the output into lexemes one matcher state may keep open (4,096; real grammars

@@ -64,6 +64,19 @@ impl<K: Eq + Hash + Clone, V> Lru<K, V> {
         }
     }
 
+    /// Remove `key`, giving back its value.
+    pub fn take(&mut self, key: &K) -> Option<V> {
+        let (value, stamp) = self.entries.remove(key)?;
+        self.order.remove(&stamp);
+        Some(value)
+    }
+
+    /// Remove the least recently used entry, giving back its value.
+    pub fn pop_oldest(&mut self) -> Option<V> {
+        let (_, key) = self.order.pop_first()?;
+        self.entries.remove(&key).map(|(v, _)| v)
+    }
+
     /// The most entries kept.
     pub fn limit(&self) -> usize {
         self.limit
@@ -100,6 +113,21 @@ mod tests {
         assert_eq!(lru.get(&1), Some(&"a"));
         assert_eq!(lru.get(&3), Some(&"c"));
         assert_eq!(lru.len(), 2);
+    }
+
+    #[test]
+    fn taken_and_oldest_entries_leave() {
+        let mut lru = Lru::new(3);
+        lru.put(1, "a");
+        lru.put(2, "b");
+        lru.put(3, "c");
+        assert_eq!(lru.take(&2), Some("b"));
+        assert_eq!(lru.take(&2), None);
+        lru.get(&1); // 3 is now the oldest
+        assert_eq!(lru.pop_oldest(), Some("c"));
+        assert_eq!(lru.pop_oldest(), Some("a"));
+        assert_eq!(lru.pop_oldest(), None);
+        assert!(lru.is_empty());
     }
 
     #[test]

@@ -16,7 +16,9 @@ use crate::cfg::inside::Shelf as CfgShelf;
 use crate::cfg::lexer::Lexer as CfgLexer;
 use crate::cfg::slice::Slice as CfgSlice;
 use crate::cfg::tables::{combine, TerminalTable};
-use crate::cfg::{CfgEngine, CfgError, Limits as CfgLimits, State as CfgState};
+use crate::cfg::{
+    CfgEngine, CfgError, Limits as CfgLimits, State as CfgState, REPLAY_BYTES_PER_MASK,
+};
 use crate::classes::NeBytes;
 use crate::error::{Error, Result};
 use crate::lru::Lru;
@@ -581,13 +583,7 @@ impl PyCfgGrammar {
     /// Compute `s`'s mask (in this thread's scratch row: memory already mapped), pack it and keep it
     /// (call without the GIL).
     fn compute(&self, s: &CfgState) -> std::result::Result<Arc<Packed>, CfgError> {
-        let n_words = self.inner.n_words();
-        let words = SCRATCH.with_borrow_mut(|row| {
-            row.clear();
-            row.resize(n_words, 0);
-            self.inner.mask_into(s, row)?;
-            Ok::<_, CfgError>(self.inner.share(row))
-        })?;
+        let words = SCRATCH.with_borrow_mut(|row| self.inner.mask_packed(s, row))?;
         lock(&self.packed).put(s.key().clone(), Arc::clone(&words));
         Ok(words)
     }
@@ -655,6 +651,7 @@ impl PyCfgGrammar {
                 cfg_walk_visits: lim(limits.4, "Limits.cfg_walk_visits")?,
                 cfg_masks: 0, // this wrapper keeps the one mask cache
                 cfg_insides: cache,
+                replay_bytes: cache.saturating_mul(REPLAY_BYTES_PER_MASK),
                 class_trie_max: lim(class_trie_max, "native CFG: class_trie_max")?,
             };
             // read in place: the lexer keeps its table by class, never a 256-column copy
@@ -785,6 +782,13 @@ impl PyCfgGrammar {
     #[getter]
     fn masks_cached(&self) -> usize {
         lock(&self.packed).len()
+    }
+
+    /// Masks found by replaying a mask walk made from another state (src/cfg/replay.rs), and masks
+    /// walked.
+    #[getter]
+    fn masks_replayed(&self) -> (usize, usize) {
+        self.inner.masks_replayed()
     }
 
     /// Bytes the cached masks hold (packed), and rows held whole for the last states asked.

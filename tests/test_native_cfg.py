@@ -282,6 +282,25 @@ def test_shipped_grammars_agree_on_tekken(tekken: gm.Vocabulary, tekken_tokenize
         walk_both(nat, py, lambda o: rng.randrange(len(o)), 12)
 
 
+REPLAYED = {
+    "json.lark": json.dumps({"a": [1, [2, [3, {"b": [4, 5]}]], {"c": {"d": [6, "x"]}}], "e": [[[]]],
+                             "f": True, "g": {"h": {"i": {"j": None}}}}),
+    "json.gbnf": json.dumps([{"k": [1, {"k": [2, {"k": [3, {"k": []}]}]}]}, {"k": [4, 5]}]),
+    "sql.lark": "SELECT a, b FROM t WHERE a = 1 AND (b = 2 OR c = 3) AND d IN (1, 2) ORDER BY a",
+}
+
+
+@pytest.mark.parametrize("name", sorted(REPLAYED))
+def test_masks_replayed_from_other_states_are_the_masks_computed(tekken: gm.Vocabulary,
+                                                                 tekken_tokenizer: Any, name: str) -> None:
+    """States deeper in the nesting, or after another keyword, ask a mask walk's questions alike and
+    are served its mask (src/cfg/replay.rs): each is the Python engine's."""
+    nat, py = pair(shipped(name), tekken)
+    token_by_token(nat, py, tekken_tokenizer.encode(REPLAYED[name], bos=False, eos=False))
+    replayed, walked = nat.engine.masks_replayed
+    assert replayed > 0 and walked > 0, (replayed, walked)
+
+
 SCHEMAS: list[dict[str, Any]] = [
     {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0},
                                       "tags": {"type": "array", "items": {"type": "string"}}},

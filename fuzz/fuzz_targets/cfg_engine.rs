@@ -95,6 +95,8 @@ fuzz_target!(|data: &[u8]| {
         cfg_walk_visits: 500,
         cfg_masks: 1 + inp.below(4),
         cfg_insides: inp.below(3),
+        // none, a few walks (let go of as others come), or every walk
+        replay_bytes: [0, 256, 1 << 20][inp.below(3)],
         ..Limits::default()
     };
     let Ok(grammar) = Grammar::new(

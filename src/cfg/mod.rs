@@ -15,6 +15,7 @@ pub mod earley;
 pub mod inside;
 pub mod lexer;
 pub mod loops;
+pub mod replay;
 pub mod slice;
 pub mod tables;
 pub mod walk;
@@ -34,6 +35,7 @@ use earley::{Ctx, ESet, Grammar, Sigs};
 use inside::{Insides, Shelf};
 use lexer::{LexCache, Lexer, NONE};
 use loops::Loops;
+use replay::Replays;
 use slice::Slice;
 use walk::{OnTrie, WConf, Walk};
 
@@ -74,6 +76,8 @@ pub struct Limits {
     pub cfg_masks: usize,
     /// what lexer states allow by themselves ([`inside::Inside`]: a mask's words each), kept per grammar
     pub cfg_insides: usize,
+    /// bytes the mask walks kept for replays may hold ([`Replays`]), per grammar
+    pub replay_bytes: usize,
     /// masks walk the token trie over the lexer's byte classes when there are at most this many
     /// classes and at most [`LIVE_BYTES_MAX`] live bytes, else the byte trie (shared by every grammar
     /// of the vocabulary: no trie to build)
@@ -90,9 +94,23 @@ impl Default for Limits {
             cfg_walk_visits: 10_000,
             cfg_masks: 2048,
             cfg_insides: 2048,
+            replay_bytes: 2048 * REPLAY_BYTES_PER_MASK,
             class_trie_max: 32,
         }
     }
+}
+
+/// `state`'s configurations in walk `w` (its sets named by local ids).
+fn rooted(w: &mut Walk<'_>, state: &State) -> Vec<WConf> {
+    state
+        .confs
+        .iter()
+        .map(|k| WConf {
+            set: w.local(&k.set),
+            lex: k.lex,
+            fresh: k.fresh,
+        })
+        .collect()
 }
 
 /// A configuration: the Earley set after the lexemes closed so far, the lexer state, whether the
@@ -172,7 +190,12 @@ struct Caches {
     recent: VecDeque<Arc<ESet>>,
     masks: Lru<Key, Arc<[u32]>>,
     inside: Insides,
+    replays: Replays,
 }
+
+/// Bytes per mask of `grammarmask.Limits.cfg_masks` the walks kept for replays may hold
+/// ([`Replays`]: 4 MB a grammar by default; their masks are mostly the ones the mask cache holds).
+pub const REPLAY_BYTES_PER_MASK: usize = 2048;
 
 static SERIAL: AtomicU64 = AtomicU64::new(0);
 
@@ -252,6 +275,7 @@ impl CfgEngine {
             recent: VecDeque::new(),
             masks: Lru::new(limits.cfg_masks),
             inside: Insides::new(limits.cfg_insides, shared, Arc::clone(&pool)),
+            replays: Replays::new(limits.replay_bytes),
         };
         let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
         let e0 = {
@@ -316,7 +340,7 @@ impl CfgEngine {
         &self,
         state: &State,
         count_visits: bool,
-        f: impl FnOnce(&mut Walk<'_>, Vec<WConf>, &mut Insides) -> Result<T, CfgError>,
+        f: impl FnOnce(&mut Walk<'_>, Vec<WConf>, &mut Insides, &mut Replays) -> Result<T, CfgError>,
     ) -> Result<T, CfgError> {
         self.check(state)?;
         let mut guard = lock(&self.caches);
@@ -329,21 +353,13 @@ impl CfgEngine {
             recent_limit: self.limits.earley_recent,
         };
         let mut w = Walk::new(cx, &mut c.lex, &self.limits, count_visits);
-        let root: Vec<WConf> = state
-            .confs
-            .iter()
-            .map(|k| WConf {
-                set: w.local(&k.set),
-                lex: k.lex,
-                fresh: k.fresh,
-            })
-            .collect();
-        f(&mut w, root, &mut c.inside)
+        let root = rooted(&mut w, state);
+        f(&mut w, root, &mut c.inside, &mut c.replays)
     }
 
     /// The state after `data` (empty when `data` leaves the language's prefixes).
     pub fn feed(&self, state: &State, data: &[u8]) -> Result<Arc<State>, CfgError> {
-        self.with_walk(state, false, |w, root, _| {
+        self.with_walk(state, false, |w, root, _, _| {
             let mut cur = root;
             let mut nxt = Vec::new();
             for &b in data {
@@ -382,7 +398,8 @@ impl CfgEngine {
             return Ok(Arc::clone(hit));
         }
         let mut words = vec![0u32; self.vocab.n_words()];
-        self.mask_into(state, &mut words)?;
+        self.mask_packed(state, &mut Vec::new())?
+            .or_into(&mut words);
         let words: Arc<[u32]> = words.into();
         lock(&self.caches)
             .masks
@@ -390,29 +407,51 @@ impl CfgEngine {
         Ok(words)
     }
 
-    /// Mark the legal normal tokens of `state` in `words` (zeroed, [`Vocab::n_words`] long), without
-    /// the mask cache: for a caller that keeps its own and reuses one buffer (no fresh 16 KB rows).
-    pub fn mask_into(&self, state: &State, words: &mut [u32]) -> Result<(), CfgError> {
+    /// The mask of `state`, packed and shared ([`CfgEngine::share`]): the mask of a walk made
+    /// before from another state that answers the walk's questions alike ([`Replays`]), else
+    /// walked (in `scratch`, a buffer of the caller's: no fresh 16 KB rows) and kept for replays.
+    /// Not cached by the state's key (the caller keeps its own).
+    pub fn mask_packed(
+        &self,
+        state: &State,
+        scratch: &mut Vec<u32>,
+    ) -> Result<Arc<Packed>, CfgError> {
         self.check(state)?;
-        if words.len() != self.vocab.n_words() {
-            return Err(CfgError::Grammar(format!(
-                "native CFG: a mask buffer of {} words for {}",
-                words.len(),
-                self.vocab.n_words()
-            )));
+        scratch.clear();
+        scratch.resize(self.vocab.n_words(), 0);
+        if state.is_empty() {
+            return Ok(self.share(scratch));
         }
-        if !state.is_empty() {
-            self.with_walk(state, true, |w, root, insides| {
-                let on = OnTrie {
-                    trie: &self.trie,
-                    reps: &self.reps,
-                    cols: &self.cols,
-                    loops: &self.loops,
-                };
-                w.mask(&on, &root, insides, words)
-            })?;
-        }
-        Ok(())
+        let on = OnTrie {
+            trie: &self.trie,
+            reps: &self.reps,
+            cols: &self.cols,
+            loops: &self.loops,
+        };
+        // one walk for the replay and, when no kept walk answers alike, the mask walk: its trace
+        // holds every question asked afresh, the replay's first, so a state that answers them
+        // alike has this mask (asked in this order, they leave a walk's memos as they left this
+        // one's before the mask walk began)
+        self.with_walk(state, true, |w, root, insides, replays| {
+            w.keep_trace();
+            if let Some(mask) = replays.find(w, &root)? {
+                return Ok(mask);
+            }
+            w.renew_visits();
+            w.mask(&on, &root, insides, scratch)?;
+            let mask = self.share(scratch);
+            if let Some(trace) = w.trace.take() {
+                replays.keep(&root, &trace, &mask);
+            }
+            Ok(mask)
+        })
+    }
+
+    /// Masks found by replaying a walk made from another state, and masks walked
+    /// ([`CfgEngine::mask_packed`]).
+    pub fn masks_replayed(&self) -> (usize, usize) {
+        let c = lock(&self.caches);
+        (c.replays.hits, c.replays.walks)
     }
 
     /// Set the costs shortest completions use: per terminal its shortest lexeme's length, per
@@ -590,6 +629,83 @@ mod tests {
         let n = toks.len();
         let vocab = Arc::new(Vocab::from_tokens(toks, &[0], n).unwrap());
         CfgEngine::new(vocab, lexer, grammar, Limits::default()).unwrap()
+    }
+
+    /// Nested lists of names: `v -> NAME | "[" items "]" | "[" "]"`, `items -> v | items "," v`,
+    /// spaces ignored; NAME of the letters `ab`.
+    fn lists_engine(tokens: &[Vec<u8>], limits: Limits) -> CfgEngine {
+        // terminals: 0 NAME (1 -> 2 loop), 1 "[" (3 -> 4), 2 "]" (5 -> 6), 3 "," (7 -> 8), 4 " "
+        let mut table = vec![0u32; 11 * 256];
+        for b in [b'a', b'b'] {
+            table[256 + usize::from(b)] = 2;
+            table[2 * 256 + usize::from(b)] = 2;
+        }
+        for (s, b) in [(3, b'['), (5, b']'), (7, b','), (9, b' ')] {
+            table[s * 256 + usize::from(b)] = s as u32 + 1;
+        }
+        let accepting = (0..11).map(|s| s > 0 && s % 2 == 0).collect();
+        let term_of = (0..11u32).map(|s| s.saturating_sub(1) / 2).collect();
+        let lexer = Lexer::new(
+            table,
+            accepting,
+            term_of,
+            vec![1, 3, 5, 7, 9],
+            vec![true; 5],
+            vec![false, false, false, false, true],
+        )
+        .unwrap();
+        let grammar = Grammar::new(
+            2,
+            5,
+            &[0, 0, 0, 1, 1],
+            &[0, 1, 4, 6, 7, 10],
+            &[!0, !1, 1, !2, !1, !2, 0, 1, !3, 0],
+            0,
+            1000,
+        )
+        .unwrap();
+        let mut toks = vec![Vec::new()];
+        toks.extend(tokens.iter().cloned());
+        let n = toks.len();
+        let vocab = Arc::new(Vocab::from_tokens(toks, &[0], n).unwrap());
+        CfgEngine::new(vocab, lexer, grammar, limits).unwrap()
+    }
+
+    #[test]
+    fn replayed_masks_are_the_masks_walked() {
+        // states deeper in the nesting ask a walk's questions alike and get its mask replayed;
+        // each mask must be the one walked without replays (and what advancing allows)
+        let mut rng = Rng(0x5eed_4e91_a7ed);
+        let pieces: [&[u8]; 7] = [b"a", b"b", b"[", b"[", b"]", b",", b" "];
+        let toks = rng.tokens(300, &pieces, 4);
+        let replayed = lists_engine(&toks, Limits::default());
+        let walked = lists_engine(
+            &toks,
+            Limits {
+                cfg_masks: 0,    // no mask cache
+                replay_bytes: 0, // no replays
+                ..Limits::default()
+            },
+        );
+        for _ in 0..40 {
+            let (mut a, mut b) = (replayed.initial(), walked.initial());
+            for _ in 0..60 {
+                let legal_a = legal(&replayed, &a);
+                assert_eq!(legal_a, legal(&walked, &b));
+                let live: Vec<u32> = (1..replayed.vocab.size() as u32)
+                    .filter(|&t| replayed.advance(&a, i64::from(t)).unwrap().is_some())
+                    .collect();
+                assert_eq!(legal_a, live);
+                let Some(&t) = legal_a.get(rng.below(legal_a.len().max(1))) else {
+                    break;
+                };
+                a = replayed.advance(&a, i64::from(t)).unwrap().unwrap();
+                b = walked.advance(&b, i64::from(t)).unwrap().unwrap();
+            }
+        }
+        let (hits, walks) = replayed.masks_replayed();
+        assert!(hits > 50, "{hits} replayed, {walks} walked");
+        assert_eq!(walked.masks_replayed().0, 0);
     }
 
     fn legal(e: &CfgEngine, s: &State) -> Vec<u32> {

@@ -26,6 +26,7 @@ use super::inside::{Inside, Insides, Kept};
 use super::lexer::MAX_LOOPS;
 use super::lexer::{Interner, LexCache, Lexer, NONE};
 use super::loops::{Block, Loops};
+use super::replay::Ask;
 use super::{CfgError, Limits};
 use crate::trie::{Stretches, TokenTrie};
 
@@ -58,6 +59,9 @@ pub struct Walk<'a> {
     fresh: HashMap<(u32, u32), u32>,
     /// parser look-ups left to this walk (`Limits.cfg_walk_visits`; only mask walks count)
     visits: Option<usize>,
+    /// the questions asked the parser afresh (not answered by the memos above) and their answers,
+    /// in order, when kept ([`Walk::keep_trace`]: for [`super::replay::Replays`])
+    pub trace: Option<Vec<(Ask, u32)>>,
 }
 
 impl<'a> Walk<'a> {
@@ -71,6 +75,20 @@ impl<'a> Walk<'a> {
             advanced: HashMap::default(),
             fresh: HashMap::default(),
             visits: count_visits.then_some(limits.cfg_walk_visits),
+            trace: None,
+        }
+    }
+
+    /// Keep the questions this walk asks the parser from now on ([`Walk::trace`]).
+    pub fn keep_trace(&mut self) {
+        self.trace = Some(Vec::new());
+    }
+
+    /// Give this walk its whole budget of parser look-ups again (after a replay that found nothing:
+    /// the mask walk that goes on in it is allowed what a fresh walk is).
+    pub fn renew_visits(&mut self) {
+        if self.visits.is_some() {
+            self.visits = Some(self.limits.cfg_walk_visits);
         }
     }
 
@@ -91,7 +109,7 @@ impl<'a> Walk<'a> {
     }
 
     /// The set after closing terminal `t` in local set `s` ([`NONE`]: the parser refuses it).
-    fn advance(&mut self, s: u32, t: u32) -> Result<u32, CfgError> {
+    pub fn advance(&mut self, s: u32, t: u32) -> Result<u32, CfgError> {
         if let Some(&hit) = self.advanced.get(&(s, t)) {
             return Ok(hit);
         }
@@ -119,6 +137,9 @@ impl<'a> Walk<'a> {
             }
         };
         self.advanced.insert((s, t), out);
+        if let Some(trace) = self.trace.as_mut() {
+            trace.push((Ask::Advance(s, t), out));
+        }
         Ok(out)
     }
 
@@ -130,6 +151,9 @@ impl<'a> Walk<'a> {
         let set = &self.sets[s as usize];
         let lex = self.lc.fresh(self.cx.lx, &set.pend, sh, set.accepting);
         self.fresh.insert((s, sh), lex);
+        if let Some(trace) = self.trace.as_mut() {
+            trace.push((Ask::Fresh(s, sh), lex));
+        }
         lex
     }
 
