@@ -24,6 +24,7 @@ class Vocabulary:
     def byte_trie_nodes(self) -> int: ...  # builds the byte trie if it is not yet
     @property
     def slice_tokens(self) -> int: ...  # builds the string-body slice if it is not yet
+    def has_slice(self, excluded: bytes) -> bool: ...  # the slice of a body without these ASCII bytes is made
     @property
     def shelf(self) -> tuple[int, int]: ...  # CFG lexer states shared by grammars: (held, served)
 

@@ -216,6 +216,22 @@ impl PyVocab {
         py.detach(move || CfgSlice::of(&inner).tokens())
     }
 
+    /// Whether the tokens of the string body of every character but the ASCII bytes `excluded`
+    /// are set aside (a Lark grammar's `/'[^']*'/` leaves out b"'"; made once per vocabulary, in a
+    /// thread of its own, when the first grammar with such a string is compiled).
+    fn has_slice(&self, excluded: &[u8]) -> PyResult<bool> {
+        let mut set: u128 = 0;
+        for &b in excluded {
+            if b >= 0x80 {
+                return Err(PyValueError::new_err(format!(
+                    "has_slice: {b:#04x} is not an ASCII byte"
+                )));
+            }
+            set |= 1 << b;
+        }
+        Ok(CfgSlice::made(&self.inner, set))
+    }
+
     /// What lexer states allow by themselves, walked on the byte trie and shared by the grammars
     /// of this vocabulary: ``(entries held, lexer states served from them so far)``.
     #[getter]

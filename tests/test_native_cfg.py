@@ -16,6 +16,7 @@ import json
 import random
 import string
 import sys
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -34,6 +35,7 @@ from grammarmask.frontends.lark import Lark
 from grammarmask.ir.builder import build_cfg
 from grammarmask.limits import Limits, in_force
 from grammarmask.mask import Mask
+from grammarmask.native import native_vocabulary
 from grammarmask.native.cfg import NativeCompiledCfg
 from grammarmask.testing import reference_mask
 
@@ -301,6 +303,22 @@ def test_masks_replayed_from_other_states_are_the_masks_computed(tekken: gm.Voca
     assert replayed > 0 and walked > 0, (replayed, walked)
 
 
+def test_strings_of_other_bodies_are_sliced(tekken: gm.Vocabulary, tekken_tokenizer: Any) -> None:
+    """SQL's `/'[^']*'/` is a body of every character but the quote: its tokens are set aside once
+    per vocabulary, in a thread of its own (src/cfg/slice.rs); once they are, the masks inside such
+    strings (quotes, backslashes, controls and non-ASCII inside) are still the Python engine's."""
+    nat, py = pair(shipped("sql.lark"), tekken)
+    native_vocab = native_vocabulary(tekken)
+    deadline = time.monotonic() + 60
+    while not native_vocab.has_slice(b"'"):
+        assert time.monotonic() < deadline, "the slice of SQL's strings was not made in 60 s"
+        time.sleep(0.01)
+    with pytest.raises(ValueError):
+        native_vocab.has_slice("é".encode())
+    doc = "SELECT a FROM t WHERE b = 'x \" \\ \t é 😀 -- not a comment' AND c LIKE '%ab%' ORDER BY a"
+    token_by_token(nat, py, tekken_tokenizer.encode(doc, bos=False, eos=False))
+
+
 SCHEMAS: list[dict[str, Any]] = [
     {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0},
                                       "tags": {"type": "array", "items": {"type": "string"}}},
@@ -378,8 +396,6 @@ def test_grammars_of_a_vocabulary_share_what_lexer_states_allow(tekken: gm.Vocab
     # tekken), masks equal to the Python engine's at every step (a string of any character is read
     # off the vocabulary's slice instead, src/cfg/slice.rs: not walked, nothing to share; this one's
     # pattern keeps it walked)
-    from grammarmask.native import native_vocabulary
-
     shelf = native_vocabulary(tekken).shelf
     for i, key in enumerate(["first", "second", "third"]):
         string = {"type": "string", "pattern": "^[^~]*$", "maxLength": bound + 100 * i}

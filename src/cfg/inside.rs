@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use super::lexer::{LexCache, Lexer, MAX_LOOPS, NONE};
 use super::loops::Loops;
-use super::slice::{BodyChars, Slice};
+use super::slice::{BodyChars, Slice, SliceCell, JSON_EXCLUDED};
 use super::walk::{OnTrie, Walk};
 use crate::lru::Lru;
 use crate::packed::{Packed, Pool};
@@ -593,6 +593,9 @@ pub struct Insides {
     runs: VecDeque<(u32, usize)>,
     shelf: Option<Arc<Shelf>>,
     slice: Option<Arc<Slice>>,
+    /// the slices of the grammar's other string bodies ([`super::slice::other_bodies`]), with
+    /// their characters in the lexer's classes once asked
+    others: Vec<(SliceCell, Option<BodyChars>)>,
     pool: Arc<Pool>,
 }
 
@@ -658,8 +661,14 @@ impl Shelf {
 
 impl Insides {
     /// At most `limit` lexer states kept; `shared`: the vocabulary's shelf and slice, when the
-    /// byte trie is walked; `pool`: the vocabulary's sets of tokens, which the kept ones join.
-    pub fn new(limit: usize, shared: Option<(Arc<Shelf>, Arc<Slice>)>, pool: Arc<Pool>) -> Self {
+    /// byte trie is walked; `others`: the slices of the grammar's other string bodies; `pool`: the
+    /// vocabulary's sets of tokens, which the kept ones join.
+    pub fn new(
+        limit: usize,
+        shared: Option<(Arc<Shelf>, Arc<Slice>)>,
+        others: Vec<SliceCell>,
+        pool: Arc<Pool>,
+    ) -> Self {
         let (shelf, slice) = shared.unzip();
         Insides {
             by_lex: Lru::new(limit),
@@ -669,6 +678,7 @@ impl Insides {
             runs: VecDeque::new(),
             shelf,
             slice,
+            others: others.into_iter().map(|s| (s, None)).collect(),
             pool,
         }
     }
@@ -719,10 +729,16 @@ impl Insides {
                 let made = slice.inside_upto(w.lc, lx, reps, lex, n);
                 return self.keep(lex, shape, Arc::new(made));
             }
-            let body = self.body.get_or_insert_with(|| BodyChars::of(lx));
+            let body = self.body.get_or_insert_with(|| slice.chars(lx));
             // (several lexemes in progress, all in a string's body)
             if w.lc.states.values[lex as usize].0.len() > 1 && Slice::takes(w.lc, lx, lex, body) {
                 let made = slice.inside(w.lc, lx, reps, lex);
+                return self.keep(lex, shape, Arc::new(made));
+            }
+        }
+        // inside another string's body (a Lark grammar's '[^']*'): the same, with its own slice
+        if run.is_none() {
+            if let Some(made) = self.other_body(w, on.reps, lex) {
                 return self.keep(lex, shape, Arc::new(made));
             }
         }
@@ -785,12 +801,25 @@ impl Insides {
         kept
     }
 
+    /// What lexer state `lex` allows by itself when it takes the characters of one of the
+    /// grammar's other string bodies in a row: that body's tokens (as many characters as it takes)
+    /// and a walk of the rest ([`Slice::inside_upto`]).
+    fn other_body(&mut self, w: &mut Walk<'_>, reps: &[u8], lex: u32) -> Option<Inside> {
+        let lx = w.cx.lx;
+        self.others.iter_mut().find_map(|(made, chars)| {
+            let slice = made.get()?; // (not yet made: walked as any other lexer state)
+            let body = chars.get_or_insert_with(|| slice.chars(lx));
+            let n = slice.body_run(w.lc, lx, lex, body)?;
+            Some(slice.inside_upto(w.lc, lx, reps, lex, n))
+        })
+    }
+
     /// How many body characters lexer state `lex` takes in a row ([`Slice::body_run`]), when the
     /// grammar walks the vocabulary's byte trie (with its [`Slice`]).
     fn body_run(&mut self, w: &mut Walk<'_>, lex: u32) -> Option<usize> {
         let slice = self.slice.as_ref()?;
         let lx = w.cx.lx;
-        let body = self.body.get_or_insert_with(|| BodyChars::of(lx));
+        let body = self.body.get_or_insert_with(|| slice.chars(lx));
         slice.body_run(w.lc, lx, lex, body)
     }
 
@@ -864,7 +893,9 @@ impl Insides {
         if pend.len() != 1 || *sh != 0 {
             return None;
         }
-        let chars = self.body.get_or_insert_with(|| BodyChars::of(lx));
+        let chars = self
+            .body
+            .get_or_insert_with(|| BodyChars::of(lx, JSON_EXCLUDED));
         let body = RARE_BODY_BYTES.iter().find_map(|&b| {
             let st = w.lc.step(lx, lex, b);
             let next = w.lc.steps[st].next;
@@ -1572,14 +1603,14 @@ mod speed {
             assert!(ins.walked > 100_000);
         }
         let t = std::time::Instant::now();
-        let slice = crate::cfg::slice::Slice::build(&vocab, &trie);
+        let slice = crate::cfg::slice::Slice::build(&vocab, &trie, JSON_EXCLUDED);
         eprintln!("slice built in {:?}", t.elapsed());
         let mut sliced = Vec::new();
         for _ in 0..15 {
             let mut lc = LexCache::new(&lx);
             let lex = lc.state(vec![2], 0);
             let t = std::time::Instant::now();
-            let body = crate::cfg::slice::BodyChars::of(&lx);
+            let body = crate::cfg::slice::BodyChars::of(&lx, JSON_EXCLUDED);
             assert!(crate::cfg::slice::Slice::takes(&mut lc, &lx, lex, &body));
             let ins = slice.inside(&mut lc, &lx, &reps, lex);
             sliced.push(t.elapsed().as_secs_f64() * 1e6);

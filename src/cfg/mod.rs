@@ -248,16 +248,21 @@ impl CfgEngine {
         let (live_map, live) = lexer.classes().live_map(lexer.table());
         // (the byte trie's walks are shared with the vocabulary's other grammars, its Shelf, and
         // its string bodies are set aside once, its Slice)
-        let (classes, map, shared) =
+        let (classes, map, shared, others) =
             if lexer.n_classes() <= limits.class_trie_max && live <= LIVE_BYTES_MAX {
-                (lexer.classes().clone(), live_map, None)
+                (lexer.classes().clone(), live_map, None, Vec::new())
             } else {
                 let shelf = vocab.store(Shelf::new);
                 let slice = Slice::of(&vocab);
+                let others = slice::other_bodies(&lexer)
+                    .into_iter()
+                    .filter_map(|excluded| Slice::excluding(&vocab, excluded))
+                    .collect();
                 (
                     ByteClasses::identity(),
                     ByteClasses::identity().map,
                     Some((shelf, slice)),
+                    others,
                 )
             };
         let trie = vocab.trie(&map);
@@ -274,7 +279,7 @@ impl CfgEngine {
             sigs: Sigs::new(limits.earley_signatures.max(1)),
             recent: VecDeque::new(),
             masks: Lru::new(limits.cfg_masks),
-            inside: Insides::new(limits.cfg_insides, shared, Arc::clone(&pool)),
+            inside: Insides::new(limits.cfg_insides, shared, others, Arc::clone(&pool)),
             replays: Replays::new(limits.replay_bytes),
         };
         let serial = SERIAL.fetch_add(1, Ordering::Relaxed);

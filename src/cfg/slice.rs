@@ -4,21 +4,32 @@
 //! allows by itself ([`super::inside::Inside`]) is those tokens plus a walk of the trie of the other
 //! tokens (on tekken, a tenth of the byte trie's nodes). A string of bounded length is the same up
 //! to its bound: its lexer state takes every body token of at most as many characters as it has
-//! left ([`Slice::body_run`]).
+//! left ([`Slice::body_run`]). A body is every character but some ASCII ones: a JSON string's
+//! leaves out the quote, the backslash, DEL and the controls ([`JSON_EXCLUDED`]), a Lark grammar's
+//! `/'[^']*'/` the quote alone ([`other_bodies`]).
 
 use super::inside::Inside;
 use super::lexer::{LexCache, Lexer, NONE};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::classes::ByteClasses;
 use crate::trie::TokenTrie;
-use crate::vocab::Vocab;
+use crate::vocab::{lock, Vocab};
+
+/// A set of ASCII bytes: bit `b` for byte `b`.
+pub type Ascii = u128;
+
+/// The ASCII bytes a JSON string's body leaves out: `"`, `\`, DEL and the C0 controls (strings
+/// that take DEL take these too; llama.cpp's json.gbnf does not take it).
+pub const JSON_EXCLUDED: Ascii = ((1 << 0x20) - 1) | (1 << b'"') | (1 << b'\\') | (1 << 0x7F);
 
 /// The body tokens of a vocabulary, and the trie of the rest.
 #[derive(Debug)]
 pub struct Slice {
+    /// the ASCII bytes the body leaves out
+    excluded: Ascii,
     /// one bit per token made of whole body characters
     words: Vec<u32>,
     /// the trie of the other tokens, and for each of its nodes the byte trie's node of its path
@@ -30,13 +41,8 @@ pub struct Slice {
     chars_ptr: Vec<u32>,
 }
 
-/// The body's characters as runs of byte ranges (well-formed UTF-8): every character but `"`,
-/// `\`, DEL and the C0 controls (strings that take DEL take these too; llama.cpp's json.gbnf does
-/// not take it).
-const BODY: &[&[(u8, u8)]] = &[
-    &[(0x20, 0x21)],
-    &[(0x23, 0x5B)],
-    &[(0x5D, 0x7E)],
+/// The characters of more than one byte as runs of byte ranges (well-formed UTF-8).
+const MULTI_BYTE: &[&[(u8, u8)]] = &[
     &[(0xC2, 0xDF), (0x80, 0xBF)],
     &[(0xE0, 0xE0), (0xA0, 0xBF), (0x80, 0xBF)],
     &[(0xE1, 0xEC), (0x80, 0xBF), (0x80, 0xBF)],
@@ -47,20 +53,46 @@ const BODY: &[&[(u8, u8)]] = &[
     &[(0xF4, 0xF4), (0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF)],
 ];
 
-/// Whether `bytes` are whole body characters ([`BODY`]; `str::from_utf8` takes exactly the
-/// well-formed UTF-8 those ranges spell).
-fn is_body(bytes: &[u8]) -> bool {
-    std::str::from_utf8(bytes).is_ok_and(|s| {
-        s.chars()
-            .all(|c| c >= ' ' && c != '"' && c != '\\' && c != '\x7f')
-    })
+/// The characters of the body that leaves out the ASCII bytes `excluded`, as runs of byte ranges:
+/// the runs of the other ASCII bytes, one byte each, then the characters of more than one byte.
+fn body_forms(excluded: Ascii) -> Vec<Vec<(u8, u8)>> {
+    let mut forms: Vec<Vec<(u8, u8)>> = Vec::new();
+    let mut b = 0u8;
+    while b < 0x80 {
+        if excluded & (1 << b) != 0 {
+            b += 1;
+            continue;
+        }
+        let lo = b;
+        while b < 0x80 && excluded & (1 << b) == 0 {
+            b += 1;
+        }
+        forms.push(vec![(lo, b - 1)]);
+    }
+    forms.extend(MULTI_BYTE.iter().map(|f| f.to_vec()));
+    forms
 }
 
-/// [`BODY`] in one lexer's byte classes (per character form, per byte, the distinct classes of its
-/// range with a byte of each: the lexer steps every byte of a class alike), and the DFA states a
-/// body character leads to, as far as asked ([`Slice::body_run`]). Stepping the ranges byte by
-/// byte, ~1,200 bytes per DFA state with a vector made per range, took 2.6 M instructions to
-/// follow a string of `maxLength` 80 from its start.
+/// Whether `bytes` are whole characters of the body that leaves out the ASCII bytes `excluded`:
+/// well-formed UTF-8 (what `str::from_utf8` takes, as [`MULTI_BYTE`] spells it) with none of them
+/// (a byte under 0x80 of well-formed UTF-8 is an ASCII character).
+fn is_body(bytes: &[u8], excluded: Ascii) -> bool {
+    let mut ascii = true;
+    for &b in bytes {
+        if b >= 0x80 {
+            ascii = false;
+        } else if excluded & (1 << b) != 0 {
+            return false;
+        }
+    }
+    ascii || std::str::from_utf8(bytes).is_ok()
+}
+
+/// A body's characters ([`body_forms`]) in one lexer's byte classes (per character form, per byte,
+/// the distinct classes of its range with a byte of each: the lexer steps every byte of a class
+/// alike), and the DFA states a body character leads to, as far as asked ([`Slice::body_run`]).
+/// Stepping the ranges byte by byte, ~1,200 bytes per DFA state with a vector made per range,
+/// took 2.6 M instructions to follow a string of `maxLength` 80 from its start.
 #[derive(Debug)]
 pub struct BodyChars {
     forms: Vec<Vec<Vec<(u8, u8)>>>,
@@ -71,9 +103,9 @@ pub struct BodyChars {
 const BODY_NEXT: usize = 1 << 16;
 
 impl BodyChars {
-    /// [`BODY`] in `lx`'s classes.
-    pub fn of(lx: &Lexer) -> Self {
-        let forms = BODY
+    /// The characters of the body that leaves out the ASCII bytes `excluded`, in `lx`'s classes.
+    pub fn of(lx: &Lexer, excluded: Ascii) -> Self {
+        let forms = body_forms(excluded)
             .iter()
             .map(|chars| {
                 chars
@@ -98,10 +130,101 @@ impl BodyChars {
     }
 }
 
+/// A slice once made (a thread of its own makes it: [`Slice::excluding`]).
+pub type SliceCell = Arc<OnceLock<Arc<Slice>>>;
+
+/// A vocabulary's slices, by the ASCII bytes their body leaves out (its store holds them): each
+/// made once, JSON's at once, the others in a thread of their own ([`Slice::excluding`]).
+#[derive(Debug, Default)]
+struct Slices(Mutex<HashMap<Ascii, SliceCell>>);
+
+/// The most slices a vocabulary keeps besides JSON's (a few hundred KB to a MB each on tekken);
+/// past it, a grammar's other bodies are walked as any lexer state is.
+const OTHER_SLICES: usize = 8;
+
+/// Bodies of a lexer other than a JSON string's, by the ASCII bytes they leave out: the loop sets
+/// ([`Lexer::loops`]) that hold all but at most [`OTHER_EXCLUDED`] ASCII bytes (`/'[^']*'/`,
+/// `/"[^"\\]*"/`, a comment's `/#[^\n]*/`; not a name's letters, whose states refuse most
+/// characters). Whether a lexer state takes the body is asked when it is met ([`Slice::body_run`]).
+pub fn other_bodies(lx: &Lexer) -> Vec<Ascii> {
+    let mut found = Vec::new();
+    for set in lx.loops() {
+        let in_set = |b: u8| {
+            let c = usize::from(lx.class_of(b));
+            set[c / 64] & (1 << (c % 64)) != 0
+        };
+        let excluded: Ascii = (0..0x80u8)
+            .filter(|&b| !in_set(b))
+            .fold(0, |e, b| e | 1 << b);
+        if excluded.count_ones() <= OTHER_EXCLUDED
+            && excluded != JSON_EXCLUDED
+            && !found.contains(&excluded)
+        {
+            found.push(excluded);
+        }
+    }
+    found
+}
+
+/// The most ASCII bytes a body other than JSON's leaves out ([`other_bodies`]).
+const OTHER_EXCLUDED: u32 = 16;
+
 impl Slice {
-    /// The slice of `vocab`, made once and kept with it (its store).
+    /// The slice of a JSON string's body for `vocab`, made once and kept with it (its store).
     pub fn of(vocab: &Vocab) -> Arc<Slice> {
-        vocab.store(|_| Slice::build(vocab, &vocab.trie(&ByteClasses::identity().map)))
+        let cell = Slice::cell(vocab, JSON_EXCLUDED).expect("the JSON body's slice is always kept");
+        let trie = || vocab.trie(&ByteClasses::identity().map);
+        Arc::clone(cell.get_or_init(|| Arc::new(Slice::build(vocab, &trie(), JSON_EXCLUDED))))
+    }
+
+    /// The slice of the body that leaves out the ASCII bytes `excluded`, once made: made once per
+    /// vocabulary, by a thread of its own started by the first to ask (10-20 ms on tekken, which
+    /// no compile waits for: a lexer state met before it is made is walked as any other). None
+    /// when the vocabulary keeps [`OTHER_SLICES`] others already.
+    pub fn excluding(vocab: &Arc<Vocab>, excluded: Ascii) -> Option<SliceCell> {
+        let cell = Slice::cell(vocab, excluded)?;
+        if cell.get().is_none() {
+            let (vocab, made) = (Arc::clone(vocab), Arc::clone(&cell));
+            // (a thread that could not start leaves the cell empty: the body is walked)
+            let _ = std::thread::Builder::new()
+                .name("grammarmask-slice".into())
+                .spawn(move || {
+                    made.get_or_init(|| {
+                        let trie = vocab.trie(&ByteClasses::identity().map);
+                        Arc::new(Slice::build(&vocab, &trie, excluded))
+                    });
+                });
+        }
+        Some(cell)
+    }
+
+    /// Whether `vocab`'s slice of the body that leaves out the ASCII bytes `excluded` is made.
+    pub fn made(vocab: &Vocab, excluded: Ascii) -> bool {
+        let slices = vocab.store(|_| Slices::default());
+        let kept = lock(&slices.0);
+        kept.get(&excluded).is_some_and(|cell| cell.get().is_some())
+    }
+
+    /// The cell of the slice that leaves out `excluded` in `vocab`'s store, new if need be (None:
+    /// [`OTHER_SLICES`] others are kept).
+    fn cell(vocab: &Vocab, excluded: Ascii) -> Option<SliceCell> {
+        let slices = vocab.store(|_| Slices::default());
+        let mut kept = lock(&slices.0);
+        if let Some(hit) = kept.get(&excluded) {
+            return Some(Arc::clone(hit));
+        }
+        let others = kept.keys().filter(|&&e| e != JSON_EXCLUDED).count();
+        if excluded != JSON_EXCLUDED && others >= OTHER_SLICES {
+            return None;
+        }
+        let cell = Arc::new(OnceLock::new());
+        kept.insert(excluded, Arc::clone(&cell));
+        Some(cell)
+    }
+
+    /// The characters of this slice's body in `lx`'s classes.
+    pub fn chars(&self, lx: &Lexer) -> BodyChars {
+        BodyChars::of(lx, self.excluded)
     }
 
     /// The number of body tokens.
@@ -109,16 +232,18 @@ impl Slice {
         self.words.iter().map(|w| w.count_ones() as usize).sum()
     }
 
-    /// The slice of `vocab`, whose byte trie is `trie`.
-    pub fn build(vocab: &Vocab, trie: &TokenTrie) -> Slice {
+    /// The slice of `vocab`, whose byte trie is `trie`, of the body that leaves out the ASCII bytes
+    /// `excluded`.
+    pub fn build(vocab: &Vocab, trie: &TokenTrie, excluded: Ascii) -> Slice {
         let mut words = vec![0u32; vocab.n_words()];
         let mut body = vec![false; vocab.size()];
+        // (chars, token) in token order, then by chars (a counting sort: tokens in order within)
         let mut counted: Vec<(u32, u32)> = Vec::new();
         for t in vocab.normal_ids() {
             let Some(bytes) = vocab.normal_bytes(i64::from(t)) else {
                 continue;
             };
-            if is_body(bytes) {
+            if is_body(bytes, excluded) {
                 body[t as usize] = true;
                 words[t as usize >> 5] |= 1 << (t & 31);
                 // (is_body: well-formed UTF-8, a character per byte that is no continuation byte)
@@ -126,8 +251,7 @@ impl Slice {
                 counted.push((chars as u32, t));
             }
         }
-        counted.sort_unstable();
-        let most = counted.last().map_or(0, |c| c.0 as usize);
+        let most = counted.iter().map(|c| c.0 as usize).max().unwrap_or(0);
         let mut chars_ptr = vec![0u32; most + 2];
         for &(c, _) in &counted {
             chars_ptr[c as usize + 1] += 1;
@@ -135,12 +259,19 @@ impl Slice {
         for c in 0..=most {
             chars_ptr[c + 1] += chars_ptr[c];
         }
+        let mut by_chars = vec![0u32; counted.len()];
+        let mut at = chars_ptr.clone();
+        for (c, t) in counted {
+            by_chars[at[c as usize] as usize] = t;
+            at[c as usize] += 1;
+        }
         let (rest, node_of) = trie.subset(|t| !body[t as usize]);
         Slice {
+            excluded,
             words,
             rest,
             node_of,
-            by_chars: counted.into_iter().map(|c| c.1).collect(),
+            by_chars,
             chars_ptr,
         }
     }
@@ -398,10 +529,14 @@ mod tests {
 
     /// The vocabulary of `toks` (sorted and distinct), its byte trie and its slice.
     fn sliced(toks: Vec<Vec<u8>>) -> (Vocab, TokenTrie, Slice) {
+        sliced_excluding(toks, JSON_EXCLUDED)
+    }
+
+    fn sliced_excluding(toks: Vec<Vec<u8>>, excluded: Ascii) -> (Vocab, TokenTrie, Slice) {
         let n = toks.len();
         let vocab = Vocab::from_tokens(toks, &[], n).unwrap();
         let trie = TokenTrie::build(&vocab, &ByteClasses::identity().map);
-        let slice = Slice::build(&vocab, &trie);
+        let slice = Slice::build(&vocab, &trie, excluded);
         (vocab, trie, slice)
     }
 
@@ -436,7 +571,7 @@ mod tests {
             let flips = if round < 4 { 0 } else { 1 + rng.below(3) };
             let lx = string_lexer(&mut rng, flips);
             let mut lc = LexCache::new(&lx);
-            let body = BodyChars::of(&lx);
+            let body = BodyChars::of(&lx, JSON_EXCLUDED);
             for q in 1..lx.n_states() as u32 {
                 let lex = lc.state(vec![q], 0);
                 if !Slice::takes(&mut lc, &lx, lex, &body) {
@@ -456,7 +591,72 @@ mod tests {
         assert!(taken > 20 && refused > 100, "{taken} {refused}");
     }
 
-    /// Wire the multi-byte UTF-8 characters (well-formed, as [`BODY`] spells them) from DFA state
+    /// A SQL string `'[^']*'` (1 start, 2 body, 3 closed, 4..=10 inside a character), with
+    /// `flips` of its transitions sent elsewhere at random.
+    fn quoted_lexer(rng: &mut Rng, flips: usize) -> Lexer {
+        let mut t = vec![0u32; 11 * 256];
+        let mut set = |s: usize, lo: u8, hi: u8, to: usize| {
+            for b in lo..=hi {
+                t[s * 256 + usize::from(b)] = to as u32;
+            }
+        };
+        set(1, b'\'', b'\'', 2);
+        set(2, 0x00, 0x7F, 2);
+        set(2, b'\'', b'\'', 3);
+        utf8_chars(&mut set, 2, 2, [4, 5, 6, 7, 8, 9, 10]);
+        flipped(rng, t, 2, 3, flips)
+    }
+
+    #[test]
+    fn another_body_is_sliced_as_a_json_string_is() {
+        // a body that leaves out the quote alone (quotes, controls and DEL are body characters):
+        // found among the lexer's loop sets, and its slice's walk is the whole walk
+        let pieces: Vec<&[u8]> = vec![
+            b"a",
+            b"'",
+            b"\"",
+            b"\\",
+            b"\n",
+            b"\x7f",
+            "é".as_bytes(),
+            "😀".as_bytes(),
+            b"\xc3",
+            b"\xed\xa0\x80",
+        ];
+        let mut rng = Rng(0x5eed_cafe_f00d_0004);
+        let quote: Ascii = 1 << b'\'';
+        assert_eq!(other_bodies(&quoted_lexer(&mut rng, 0)), vec![quote]);
+        assert!(other_bodies(&string_lexer(&mut rng, 0)).is_empty());
+        let toks = rng.tokens(3000, &pieces, 4);
+        let (vocab, trie, slice) = sliced_excluding(toks, quote);
+        assert!(slice.tokens() > 100 && slice.tokens() < vocab.size() - 100);
+        let reps: Vec<u8> = (0..=255).collect();
+        let (mut taken, mut refused) = (0, 0);
+        for round in 0..300 {
+            let flips = if round < 4 { 0 } else { 1 + rng.below(3) };
+            let lx = quoted_lexer(&mut rng, flips);
+            let mut lc = LexCache::new(&lx);
+            let mut body = slice.chars(&lx);
+            for q in 1..lx.n_states() as u32 {
+                let lex = lc.state(vec![q], 0);
+                let Some(n) = slice.body_run(&mut lc, &lx, lex, &mut body) else {
+                    refused += 1;
+                    continue;
+                };
+                taken += 1;
+                let want = Inside::of(&mut lc, &lx, &trie, &reps, lex, vocab.n_words());
+                let got = slice.inside_upto(&mut lc, &lx, &reps, lex, n);
+                assert_eq!(
+                    (got.words, got.closes),
+                    (want.words, want.closes),
+                    "state {q}, round {round}"
+                );
+            }
+        }
+        assert!(taken > 20 && refused > 100, "{taken} {refused}");
+    }
+
+    /// Wire the multi-byte UTF-8 characters (well-formed, as [`MULTI_BYTE`] spells them) from DFA state
     /// `from` to `to` through `inside`: one continuation byte left, two, three; after E0, after
     /// ED, after F0, after F4. `set(s, lo, hi, to)` sends bytes `lo..=hi` from `s` to `to`.
     fn utf8_chars(
@@ -546,7 +746,7 @@ mod tests {
             let (min, max) = (rng.below(3), 30 + rng.below(11));
             let lx = bounded_string_lexer(&mut rng, min, max, flips);
             let mut lc = LexCache::new(&lx);
-            let mut body = BodyChars::of(&lx);
+            let mut body = BodyChars::of(&lx, JSON_EXCLUDED);
             let mut runs = Vec::new();
             for q in 1..lx.n_states() as u32 {
                 let lex = lc.state(vec![q], 0);
@@ -603,7 +803,7 @@ mod tests {
             let (min, max) = (rng.below(3), 1 + rng.below(9));
             let lx = bounded_string_lexer(&mut rng, min.min(max), max, flips);
             let mut lc = LexCache::new(&lx);
-            let mut body = BodyChars::of(&lx);
+            let mut body = BodyChars::of(&lx, JSON_EXCLUDED);
             for q in 1..lx.n_states() as u32 {
                 let lex = lc.state(vec![q], 0);
                 let Some(run) = slice.body_run(&mut lc, &lx, lex, &mut body) else {
