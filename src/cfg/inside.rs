@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use super::lexer::{LexCache, Lexer, MAX_LOOPS, NONE};
 use super::loops::Loops;
-use super::slice::{BodyChars, Slice, SliceCell, JSON_EXCLUDED};
+use super::slice::{BodyChars, Slice, SliceCell};
 use super::walk::{OnTrie, Walk};
 use crate::lru::Lru;
 use crate::packed::{Packed, Pool};
@@ -887,15 +887,13 @@ impl Insides {
         n_words: usize,
     ) -> Option<Inside> {
         let (trie, reps) = (on.trie, on.reps);
-        self.slice.as_ref()?;
+        let slice = self.slice.as_ref()?;
         let lx = w.cx.lx;
         let (pend, sh) = &w.lc.states.values[lex as usize];
         if pend.len() != 1 || *sh != 0 {
             return None;
         }
-        let chars = self
-            .body
-            .get_or_insert_with(|| BodyChars::of(lx, JSON_EXCLUDED));
+        let chars = self.body.get_or_insert_with(|| slice.chars(lx));
         let body = RARE_BODY_BYTES.iter().find_map(|&b| {
             let st = w.lc.step(lx, lex, b);
             let next = w.lc.steps[st].next;
@@ -1603,14 +1601,15 @@ mod speed {
             assert!(ins.walked > 100_000);
         }
         let t = std::time::Instant::now();
-        let slice = crate::cfg::slice::Slice::build(&vocab, &trie, JSON_EXCLUDED);
+        let slice =
+            crate::cfg::slice::Slice::build(&vocab, &trie, crate::cfg::slice::JSON_EXCLUDED);
         eprintln!("slice built in {:?}", t.elapsed());
         let mut sliced = Vec::new();
         for _ in 0..15 {
             let mut lc = LexCache::new(&lx);
             let lex = lc.state(vec![2], 0);
             let t = std::time::Instant::now();
-            let body = crate::cfg::slice::BodyChars::of(&lx, JSON_EXCLUDED);
+            let body = crate::cfg::slice::BodyChars::of(&lx, crate::cfg::slice::JSON_EXCLUDED);
             assert!(crate::cfg::slice::Slice::takes(&mut lc, &lx, lex, &body));
             let ins = slice.inside(&mut lc, &lx, &reps, lex);
             sliced.push(t.elapsed().as_secs_f64() * 1e6);

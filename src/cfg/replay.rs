@@ -198,9 +198,4 @@ impl Replays {
             }
         }
     }
-
-    /// Bytes held in all trees, about.
-    pub fn bytes(&self) -> usize {
-        self.bytes
-    }
 }

@@ -144,8 +144,9 @@ const OTHER_SLICES: usize = 8;
 
 /// Bodies of a lexer other than a JSON string's, by the ASCII bytes they leave out: the loop sets
 /// ([`Lexer::loops`]) that hold all but at most [`OTHER_EXCLUDED`] ASCII bytes (`/'[^']*'/`,
-/// `/"[^"\\]*"/`, a comment's `/#[^\n]*/`; not a name's letters, whose states refuse most
-/// characters). Whether a lexer state takes the body is asked when it is met ([`Slice::body_run`]).
+/// `/"[^"\\]*"/`; not a name's letters, whose states refuse most characters). Whether a lexer
+/// state takes the body is asked when it is met ([`Slice::body_run`]: a comment's `/#[^\n]*/` is
+/// found here, but its loop state accepts, which that refuses).
 pub fn other_bodies(lx: &Lexer) -> Vec<Ascii> {
     let mut found = Vec::new();
     for set in lx.loops() {
@@ -173,8 +174,7 @@ impl Slice {
     /// The slice of a JSON string's body for `vocab`, made once and kept with it (its store).
     pub fn of(vocab: &Vocab) -> Arc<Slice> {
         let cell = Slice::cell(vocab, JSON_EXCLUDED).expect("the JSON body's slice is always kept");
-        let trie = || vocab.trie(&ByteClasses::identity().map);
-        Arc::clone(cell.get_or_init(|| Arc::new(Slice::build(vocab, &trie(), JSON_EXCLUDED))))
+        Arc::clone(cell.get_or_init(|| Slice::on_byte_trie(vocab, JSON_EXCLUDED)))
     }
 
     /// The slice of the body that leaves out the ASCII bytes `excluded`, once made: made once per
@@ -189,10 +189,7 @@ impl Slice {
             let _ = std::thread::Builder::new()
                 .name("grammarmask-slice".into())
                 .spawn(move || {
-                    made.get_or_init(|| {
-                        let trie = vocab.trie(&ByteClasses::identity().map);
-                        Arc::new(Slice::build(&vocab, &trie, excluded))
-                    });
+                    made.get_or_init(|| Slice::on_byte_trie(&vocab, excluded));
                 });
         }
         Some(cell)
@@ -220,6 +217,12 @@ impl Slice {
         let cell = Arc::new(OnceLock::new());
         kept.insert(excluded, Arc::clone(&cell));
         Some(cell)
+    }
+
+    /// [`Slice::build`] on `vocab`'s byte trie.
+    fn on_byte_trie(vocab: &Vocab, excluded: Ascii) -> Arc<Slice> {
+        let trie = vocab.trie(&ByteClasses::identity().map);
+        Arc::new(Slice::build(vocab, &trie, excluded))
     }
 
     /// The characters of this slice's body in `lx`'s classes.
