@@ -343,66 +343,113 @@ fn walk_lexer(
     words: &mut [u32],
     closes: &mut Vec<(u32, u32)>,
 ) -> (usize, usize) {
-    let mut rows = Rows::default();
-    // per loop set, the first node past the last asked about whose label is not in it (`runs_below`)
-    let mut runs = [0usize; MAX_LOOPS];
-    // the row of the lexer state at each depth of the path
-    let mut levels: Vec<u32> = vec![0; trie.max_depth + 1];
-    levels[0] = rows.row(lex);
-    let (label, depth, end, deepest) = (
-        &trie.label[..],
-        &trie.depth[..],
-        &trie.end[..],
-        &trie.deepest[..],
-    );
-    let n = trie.n_nodes();
-    let (mut walked, mut passed) = (0, 0);
-    let mut i = 1;
-    while i < n {
-        if from > 0 && (deepest[i] as usize) < from {
-            i = end[i] as usize; // nothing that deep below
-            continue;
+    let mut scan = Scan::new(trie);
+    let start = (lex, 1, trie.n_nodes());
+    scan.walk(lc, lx, trie, reps, loops, start, from, words, closes);
+    (scan.walked + scan.passed, scan.walked)
+}
+
+/// The state of a preorder scan of a trie ([`walk_lexer`]), which may walk several subtrees in
+/// ascending order, each from a lexer state of its own ([`Slice::inside`]).
+pub(super) struct Scan {
+    rows: Rows,
+    /// per loop set, the first node past the last asked about whose label is not in it (`runs_below`)
+    runs: [usize; MAX_LOOPS],
+    /// the row of the lexer state at each depth of the path
+    levels: Vec<u32>,
+    /// nodes stepped through, and nodes passed over (marked whole)
+    pub walked: usize,
+    pub passed: usize,
+    /// the lexer state the last walk started from, and its row
+    last: (u32, u32),
+}
+
+impl Scan {
+    pub(super) fn new(trie: &TokenTrie) -> Self {
+        Scan {
+            rows: Rows::default(),
+            runs: [0; MAX_LOOPS],
+            levels: vec![0; trie.max_depth + 1],
+            walked: 0,
+            passed: 0,
+            last: (NONE, 0),
         }
-        walked += 1;
-        let d = depth[i] as usize;
-        let c = label[i];
-        let row = levels[d - 1];
-        let mut e = rows.table[row as usize * 256 + usize::from(c)];
-        if e == 0 {
-            e = rows.fill(lc, lx, row, c, reps[usize::from(c)]);
-        }
-        if e & DEAD != 0 {
-            i = end[i] as usize;
-            continue;
-        }
-        let next = e as u32;
-        if d >= from {
-            if e & CLOSES != 0 {
-                let st = lc.step(lx, rows.lexes[row as usize], reps[usize::from(c)]);
-                closes.push((i as u32, st as u32));
+    }
+
+    /// Walk nodes `start.1 .. start.2` (a subtree, or the whole trie from node 1), from lexer
+    /// state `start.0` at the parent of the first ([`walk_lexer`] says what is marked and listed).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn walk(
+        &mut self,
+        lc: &mut LexCache,
+        lx: &Lexer,
+        trie: &TokenTrie,
+        reps: &[u8],
+        loops: Option<&Loops>,
+        start: (u32, usize, usize),
+        from: usize,
+        words: &mut [u32],
+        closes: &mut Vec<(u32, u32)>,
+    ) {
+        let (lex, mut i, n) = start;
+        let (rows, runs, levels) = (&mut self.rows, &mut self.runs, &mut self.levels);
+        let (label, depth, end, deepest) = (
+            &trie.label[..],
+            &trie.depth[..],
+            &trie.end[..],
+            &trie.deepest[..],
+        );
+        if i < n {
+            if self.last.0 != lex {
+                self.last = (lex, rows.row(lex));
             }
-            if next != NONE {
-                trie.mark(i, words);
-            }
+            levels[depth[i] as usize - 1] = self.last.1;
         }
-        if next == NONE {
-            i = end[i] as usize;
-            continue;
-        }
-        let below = end[i] as usize;
-        if let Some(loops) = loops.filter(|_| d >= from && below > i + 1) {
-            let quiet = rows.quiet(lc, lx, next);
-            if quiet != 0 && runs_below(loops, label, &mut runs, quiet, i, below) {
-                trie.mark_below(i, words);
-                passed += below - i - 1;
-                i = below;
+        while i < n {
+            if from > 0 && (deepest[i] as usize) < from {
+                i = end[i] as usize; // nothing that deep below
                 continue;
             }
+            self.walked += 1;
+            let d = depth[i] as usize;
+            let c = label[i];
+            let row = levels[d - 1];
+            let mut e = rows.table[row as usize * 256 + usize::from(c)];
+            if e == 0 {
+                e = rows.fill(lc, lx, row, c, reps[usize::from(c)]);
+            }
+            if e & DEAD != 0 {
+                i = end[i] as usize;
+                continue;
+            }
+            let next = e as u32;
+            if d >= from {
+                if e & CLOSES != 0 {
+                    let st = lc.step(lx, rows.lexes[row as usize], reps[usize::from(c)]);
+                    closes.push((i as u32, st as u32));
+                }
+                if next != NONE {
+                    trie.mark(i, words);
+                }
+            }
+            if next == NONE {
+                i = end[i] as usize;
+                continue;
+            }
+            let below = end[i] as usize;
+            if let Some(loops) = loops.filter(|_| d >= from && below > i + 1) {
+                let quiet = rows.quiet(lc, lx, next);
+                if quiet != 0 && runs_below(loops, label, runs, quiet, i, below) {
+                    trie.mark_below(i, words);
+                    self.passed += below - i - 1;
+                    i = below;
+                    continue;
+                }
+            }
+            levels[d] = next;
+            i += 1;
         }
-        levels[d] = next;
-        i += 1;
     }
-    (walked + passed, walked)
 }
 
 /// The steps of the lexer states one walk meets, by trie label: `table[row * 256 + label]` is 0
@@ -725,11 +772,11 @@ impl Insides {
         // inside a string's body (of bounded length too): the vocabulary's body tokens and a walk
         // of the rest, cheaper than a signature and the shelf (and not worth shelving)
         if let Some(slice) = &self.slice {
+            let body = self.body.get_or_insert_with(|| slice.chars(lx));
             if let Some(n) = run {
-                let made = slice.inside_upto(w.lc, lx, reps, lex, n);
+                let made = slice.inside_run(w.lc, lx, reps, lex, n, body);
                 return self.keep(lex, shape, Arc::new(made));
             }
-            let body = self.body.get_or_insert_with(|| slice.chars(lx));
             // (several lexemes in progress, all in a string's body)
             if w.lc.states.values[lex as usize].0.len() > 1 && Slice::takes(w.lc, lx, lex, body) {
                 let made = slice.inside(w.lc, lx, reps, lex);
@@ -803,14 +850,14 @@ impl Insides {
 
     /// What lexer state `lex` allows by itself when it takes the characters of one of the
     /// grammar's other string bodies in a row: that body's tokens (as many characters as it takes)
-    /// and a walk of the rest ([`Slice::inside_upto`]).
+    /// and a walk of the rest ([`Slice::inside_run`]).
     fn other_body(&mut self, w: &mut Walk<'_>, reps: &[u8], lex: u32) -> Option<Inside> {
         let lx = w.cx.lx;
         self.others.iter_mut().find_map(|(made, chars)| {
             let slice = made.get()?; // (not yet made: walked as any other lexer state)
             let body = chars.get_or_insert_with(|| slice.chars(lx));
             let n = slice.body_run(w.lc, lx, lex, body)?;
-            Some(slice.inside_upto(w.lc, lx, reps, lex, n))
+            Some(slice.inside_run(w.lc, lx, reps, lex, n, body))
         })
     }
 
