@@ -135,30 +135,40 @@ impl Inside {
         // preorder: a node's children are pushed last first, so the first is stepped into next
         let mut todo: Vec<(usize, u32)> = vec![(0, lex)];
         let mut kids: Vec<(usize, u32)> = Vec::new();
+        let mut visit = |i: usize, label: u8, at: u32, kids: &mut Vec<(usize, u32)>| {
+            let st = lc.step(lx, at, reps[usize::from(label)]);
+            if st != 0 {
+                let step = &lc.steps[st];
+                if !step.closes.is_empty() {
+                    closes.push((i as u32, st as u32));
+                }
+                if step.next != NONE {
+                    trie.push_tokens(i, &mut tokens);
+                    kids.push((i, step.next));
+                }
+            }
+        };
         while let Some((node, at)) = todo.pop() {
-            let mut i = node + 1;
-            let end = if node == 0 {
-                trie.n_nodes()
-            } else {
-                trie.end[node] as usize
-            };
-            while i < end {
-                walked += 1;
+            if node == 0 {
+                // (the root's children from their own table: read from the trie, each is a
+                // subtree apart)
+                walked += trie.roots.len();
                 if walked > max_nodes {
                     return None;
                 }
-                let st = lc.step(lx, at, reps[usize::from(trie.label[i])]);
-                if st != 0 {
-                    let step = &lc.steps[st];
-                    if !step.closes.is_empty() {
-                        closes.push((i as u32, st as u32));
-                    }
-                    if step.next != NONE {
-                        trie.push_tokens(i, &mut tokens);
-                        kids.push((i, step.next));
-                    }
+                for &(i, label) in &trie.roots {
+                    visit(i as usize, label, at, &mut kids);
                 }
-                i = trie.end[i] as usize;
+            } else {
+                let (mut i, end) = (node + 1, trie.end[node] as usize);
+                while i < end {
+                    walked += 1;
+                    if walked > max_nodes {
+                        return None;
+                    }
+                    visit(i, trie.label[i], at, &mut kids);
+                    i = trie.end[i] as usize;
+                }
             }
             todo.extend(kids.drain(..).rev());
         }
@@ -231,48 +241,59 @@ impl Inside {
         xs[0] = lex;
         ys[0] = ref_lex;
         let n = trie.n_nodes();
-        let mut i = 1;
-        while i < n {
-            let d = trie.depth[i] as usize;
-            let b = reps[usize::from(trie.label[i])];
-            let sx = if xs[d - 1] == NONE {
-                0
-            } else {
-                lc.step(lx, xs[d - 1], b)
-            };
-            let sy = if ys[d - 1] == NONE {
-                0
-            } else {
-                lc.step(lx, ys[d - 1], b)
-            };
+        // the root's children from their own table ([`TokenTrie::roots`]): most are passed over
+        for (k, &(root, label)) in trie.roots.iter().enumerate() {
+            let b = reps[usize::from(label)];
+            let step = |lc: &mut LexCache, at: u32| if at == NONE { 0 } else { lc.step(lx, at, b) };
+            let (sx, sy) = (step(lc, lex), step(lc, ref_lex));
             let (px, py) = (&lc.steps[sx], &lc.steps[sy]);
             if sx == sy || (px.next == py.next && px.closes == py.closes) {
-                i = trie.end[i] as usize; // the same from here on
-                continue;
+                continue; // the same from here on
             }
-            visited += 1;
-            if visited > max_nodes {
-                return None;
-            }
-            if !py.closes.is_empty() {
-                dropped.push(i as u32);
-            }
-            if !px.closes.is_empty() {
-                added.push((i as u32, sx as u32));
-            }
-            let (nx, ny) = (px.next, py.next);
-            if (nx == NONE) != (ny == NONE) {
-                for &t in trie.tokens(i) {
-                    words[t as usize >> 5] ^= 1 << (t & 31); // taken by exactly one of them
+            let stop = trie.roots.get(k + 1).map_or(n, |r| r.0 as usize);
+            let mut i = root as usize;
+            while i < stop {
+                let d = trie.depth[i] as usize;
+                let b = reps[usize::from(trie.label[i])];
+                let sx = if xs[d - 1] == NONE {
+                    0
+                } else {
+                    lc.step(lx, xs[d - 1], b)
+                };
+                let sy = if ys[d - 1] == NONE {
+                    0
+                } else {
+                    lc.step(lx, ys[d - 1], b)
+                };
+                let (px, py) = (&lc.steps[sx], &lc.steps[sy]);
+                if sx == sy || (px.next == py.next && px.closes == py.closes) {
+                    i = trie.end[i] as usize; // the same from here on
+                    continue;
                 }
+                visited += 1;
+                if visited > max_nodes {
+                    return None;
+                }
+                if !py.closes.is_empty() {
+                    dropped.push(i as u32);
+                }
+                if !px.closes.is_empty() {
+                    added.push((i as u32, sx as u32));
+                }
+                let (nx, ny) = (px.next, py.next);
+                if (nx == NONE) != (ny == NONE) {
+                    for &t in trie.tokens(i) {
+                        words[t as usize >> 5] ^= 1 << (t & 31); // taken by exactly one of them
+                    }
+                }
+                if nx == NONE && ny == NONE {
+                    i = trie.end[i] as usize;
+                    continue;
+                }
+                xs[d] = nx;
+                ys[d] = ny;
+                i += 1;
             }
-            if nx == NONE && ny == NONE {
-                i = trie.end[i] as usize;
-                continue;
-            }
-            xs[d] = nx;
-            ys[d] = ny;
-            i += 1;
         }
         // the reference's closes where the walk did not go, and this state's where it did
         let kept = reference
@@ -567,8 +588,21 @@ fn steps_at(
     let mut levels: Vec<u32> = vec![0; trie.max_depth + 1];
     levels[0] = lex;
     let mut i = 1;
+    // the end of the root's child subtree `i` is in (its children read from their own table)
+    let mut root_end = 0;
     for &node in nodes {
         let node = node as usize;
+        if node >= root_end {
+            let k = trie
+                .roots
+                .partition_point(|r| r.0 as usize <= node)
+                .checked_sub(1)?;
+            i = trie.roots[k].0 as usize;
+            root_end = trie
+                .roots
+                .get(k + 1)
+                .map_or(trie.n_nodes(), |r| r.0 as usize);
+        }
         loop {
             if node < i || i >= trie.n_nodes() {
                 return None; // passed it
