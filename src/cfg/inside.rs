@@ -67,7 +67,7 @@ impl Inside {
         lex: u32,
         n_words: usize,
     ) -> Inside {
-        Inside::onto(lc, lx, trie, reps, lex, vec![0u32; n_words], None)
+        Inside::onto(lc, lx, trie, reps, lex, Packed::zeroed_row(n_words), None)
     }
 
     /// [`Inside::of`], passing over the subtrees of `on`'s trie spelled by a loop set the lexer
@@ -81,7 +81,7 @@ impl Inside {
         lex: u32,
         n_words: usize,
     ) -> Inside {
-        let words = vec![0u32; n_words];
+        let words = Packed::zeroed_row(n_words);
         Inside::onto(lc, lx, on.trie, on.reps, lex, words, Some(on.loops))
     }
 
@@ -100,7 +100,7 @@ impl Inside {
         let mut closes = Vec::new();
         let (walked, _) = walk_lexer(lc, lx, trie, reps, loops, lex, 0, &mut words, &mut closes);
         Inside {
-            words: Arc::new(Packed::from_vec(words)),
+            words: Arc::new(Packed::from_row(words)),
             closes,
             walked,
         }
@@ -196,7 +196,7 @@ impl Inside {
         from: usize,
         loops: Option<&Loops>,
     ) -> Inside {
-        let mut words = reference.words.to_vec();
+        let mut words = reference.words.to_row();
         for &t in trie.tokens_from_len(from) {
             words[t as usize >> 5] &= !(1 << (t & 31));
         }
@@ -208,7 +208,7 @@ impl Inside {
             .copied()
             .filter(|c| (trie.depth[c.0 as usize] as usize) < from);
         Inside {
-            words: Arc::new(Packed::from_vec(words)),
+            words: Arc::new(Packed::from_row(words)),
             closes: merge(kept, added),
             walked,
         }
@@ -232,7 +232,7 @@ impl Inside {
         max_nodes: usize,
     ) -> Option<Inside> {
         let mut visited = 0;
-        let mut words = reference.words.to_vec();
+        let mut words = reference.words.to_row();
         let mut added = Vec::new();
         let mut dropped = Vec::new();
         // the lexer states of `lex` and `ref_lex` at each depth of the path (NONE: dead)
@@ -303,7 +303,7 @@ impl Inside {
             .filter(|c| dropped.binary_search(&c.0).is_err());
         let closes = merge(kept, added);
         Some(Inside {
-            words: Arc::new(Packed::from_vec(words)),
+            words: Arc::new(Packed::from_row(words)),
             closes,
             walked: visited,
         })
@@ -320,7 +320,7 @@ impl Inside {
         lex: u32,
         parts: &[Arc<Inside>],
     ) -> Option<Inside> {
-        let mut words = parts.first()?.words.to_vec();
+        let mut words = parts.first()?.words.to_row();
         let mut nodes: Vec<u32> = Vec::new();
         for part in parts {
             part.words.or_into(&mut words);
@@ -330,7 +330,7 @@ impl Inside {
         nodes.dedup();
         let closes = steps_at(lc, lx, trie, reps, lex, &nodes)?;
         Some(Inside {
-            words: Arc::new(Packed::from_vec(words)),
+            words: Arc::new(Packed::from_row(words)),
             closes,
             walked: 0,
         })

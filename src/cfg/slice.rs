@@ -539,7 +539,8 @@ impl Slice {
     /// tokens, the tokens of the other tokens' nodes on the body, and walks of the rest from the
     /// nodes where it parts from the body ([`Front`]).
     pub fn inside(&self, lc: &mut LexCache, lx: &Lexer, reps: &[u8], lex: u32) -> Inside {
-        let mut words = self.words.clone();
+        let mut words = Packed::zeroed_row(self.words.len());
+        words.copy_from_slice(&self.words);
         for &t in &self.front.tokens {
             words[t as usize >> 5] |= 1 << (t & 31);
         }
@@ -580,7 +581,7 @@ impl Slice {
             c.0 = self.node_of[c.0 as usize];
         }
         Inside {
-            words: Arc::new(Packed::from_vec(words)),
+            words: Arc::new(Packed::from_row(words)),
             closes,
             walked: scan.walked,
         }
