@@ -413,7 +413,10 @@ impl Scan {
         closes: &mut Vec<(u32, u32)>,
     ) {
         let (lex, mut i, n) = start;
-        let (rows, runs, levels) = (&mut self.rows, &mut self.runs, &mut self.levels);
+        let (rows, runs) = (&mut self.rows, &mut self.runs);
+        let levels = &mut self.levels[..];
+        // (counted in locals: the hottest loop of the engine keeps them in registers)
+        let (mut walked, mut passed) = (0, 0);
         let (label, depth, end, deepest) = (
             &trie.label[..],
             &trie.depth[..],
@@ -431,7 +434,7 @@ impl Scan {
                 i = end[i] as usize; // nothing that deep below
                 continue;
             }
-            self.walked += 1;
+            walked += 1;
             let d = depth[i] as usize;
             let c = label[i];
             let row = levels[d - 1];
@@ -462,7 +465,7 @@ impl Scan {
                 let quiet = rows.quiet(lc, lx, next);
                 if quiet != 0 && runs_below(loops, label, runs, quiet, i, below) {
                     trie.mark_below(i, words);
-                    self.passed += below - i - 1;
+                    passed += below - i - 1;
                     i = below;
                     continue;
                 }
@@ -470,6 +473,8 @@ impl Scan {
             levels[d] = next;
             i += 1;
         }
+        self.walked += walked;
+        self.passed += passed;
     }
 }
 
