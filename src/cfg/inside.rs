@@ -244,10 +244,11 @@ impl Inside {
         // the root's children from their own table ([`TokenTrie::roots`]): most are passed over
         for (k, &(root, label)) in trie.roots.iter().enumerate() {
             let b = reps[usize::from(label)];
-            let step = |lc: &mut LexCache, at: u32| if at == NONE { 0 } else { lc.step(lx, at, b) };
-            let (sx, sy) = (step(lc, lex), step(lc, ref_lex));
-            let (px, py) = (&lc.steps[sx], &lc.steps[sy]);
-            if sx == sy || (px.next == py.next && px.closes == py.closes) {
+            let (sx, sy) = (
+                step_or_dead(lc, lx, lex, b),
+                step_or_dead(lc, lx, ref_lex, b),
+            );
+            if steps_alike(lc, sx, sy) {
                 continue; // the same from here on
             }
             let stop = trie.roots.get(k + 1).map_or(n, |r| r.0 as usize);
@@ -255,21 +256,15 @@ impl Inside {
             while i < stop {
                 let d = trie.depth[i] as usize;
                 let b = reps[usize::from(trie.label[i])];
-                let sx = if xs[d - 1] == NONE {
-                    0
-                } else {
-                    lc.step(lx, xs[d - 1], b)
-                };
-                let sy = if ys[d - 1] == NONE {
-                    0
-                } else {
-                    lc.step(lx, ys[d - 1], b)
-                };
-                let (px, py) = (&lc.steps[sx], &lc.steps[sy]);
-                if sx == sy || (px.next == py.next && px.closes == py.closes) {
+                let (sx, sy) = (
+                    step_or_dead(lc, lx, xs[d - 1], b),
+                    step_or_dead(lc, lx, ys[d - 1], b),
+                );
+                if steps_alike(lc, sx, sy) {
                     i = trie.end[i] as usize; // the same from here on
                     continue;
                 }
+                let (px, py) = (&lc.steps[sx], &lc.steps[sy]);
                 visited += 1;
                 if visited > max_nodes {
                     return None;
@@ -340,6 +335,22 @@ impl Inside {
     pub fn bytes(&self) -> usize {
         self.words.bytes() + 8 * self.closes.len()
     }
+}
+
+/// The step of lexer state `at` by byte `b` ([`LexCache::step`]); 0, dead, when `at` is [`NONE`].
+fn step_or_dead(lc: &mut LexCache, lx: &Lexer, at: u32, b: u8) -> usize {
+    if at == NONE {
+        0
+    } else {
+        lc.step(lx, at, b)
+    }
+}
+
+/// Whether steps `sx` and `sy` of [`Inside::diff`]'s two lexer states lead alike below their node:
+/// the same step, or the same next state and the same closes.
+fn steps_alike(lc: &LexCache, sx: usize, sy: usize) -> bool {
+    let (px, py) = (&lc.steps[sx], &lc.steps[sy]);
+    sx == sy || (px.next == py.next && px.closes == py.closes)
 }
 
 /// The preorder scan of [`Inside::of`] and [`Inside::deep`]: from lexer state `lex`, following only

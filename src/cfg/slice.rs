@@ -488,10 +488,15 @@ impl Slice {
     ) -> Inside {
         let words = self.body_upto(n);
         let mut made = Inside::onto(lc, lx, &self.rest, reps, lex, words, None);
-        for c in &mut made.closes {
+        self.onto_byte_trie(&mut made.closes);
+        made
+    }
+
+    /// Close nodes of the rest's trie renamed as the byte trie's nodes of their paths.
+    fn onto_byte_trie(&self, closes: &mut [(u32, u32)]) {
+        for c in closes {
             c.0 = self.node_of[c.0 as usize];
         }
-        made
     }
 
     /// The longest token that is not a body token, in bytes: lexer states that no string of this
@@ -577,9 +582,7 @@ impl Slice {
                 &mut closes,
             );
         }
-        for c in &mut closes {
-            c.0 = self.node_of[c.0 as usize];
-        }
+        self.onto_byte_trie(&mut closes);
         Inside {
             words: Arc::new(Packed::from_row(words)),
             closes,
