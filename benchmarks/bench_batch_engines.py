@@ -252,7 +252,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--engines", default=",".join(ENGINES))
     ap.add_argument("--memory-engines", default="grammarmask,llguidance",
-                    help="engines of the memory run (XGrammar is slow per step here)")
+                    help="engines of the memory run, of those of --engines (XGrammar is slow per step "
+                         "here)")
     ap.add_argument("--peer-python", default="", help="engine=python pairs, comma-separated")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
@@ -285,7 +286,8 @@ def main() -> None:
         if a.memory:
             mem_path = os.path.join(tmp, "memory.json")
             Path(mem_path).write_text(json.dumps({"schemas": chosen[: a.memory], "size": size}))
-            for e in a.memory_engines.split(","):
+            # (the schemas are those the engines of --engines compile: another engine may refuse one)
+            for e in (e for e in a.memory_engines.split(",") if e in engines):
                 res["memory"].append(_run(pythons.get(e, sys.executable), "memory", e, mem_path, a.steps))
                 print(json.dumps(res["memory"][-1]), flush=True)
     res["load_end"] = os.getloadavg()
