@@ -273,9 +273,10 @@ def _dumps(value: Any, packed: bool) -> bytes:
 
 class _PackingPickler(pickle.Pickler):
     """A pickler that writes a byte DFA of many states as its byte classes and the table over them
-    (a JSON Schema's terminal DFAs have 20-70 distinct columns of 256); zlib does well enough on
-    small ones. Through ``dispatch_table``, consulted for DFAs only: a ``reducer_override`` is a
-    Python call for every object pickled (~1 us each: a third of a large rules entry's pickling)."""
+    (a JSON Schema's terminal DFAs have 20-70 distinct columns of 256), as bytes; zlib does well
+    enough on small ones. Through ``dispatch_table``, consulted for DFAs only: a ``reducer_override``
+    is a Python call for every object pickled (~1 us each: a third of a large rules entry's
+    pickling)."""
 
     def __init__(self, f: io.BytesIO, protocol: int) -> None:
         from .automata.dfa import DFA
@@ -287,23 +288,26 @@ class _PackingPickler(pickle.Pickler):
 def _reduce_dfa(obj: Any) -> Any:
     if obj.n_states < _PACK_STATES:
         return obj.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
-    # byte_classes() is exact (bytes share a class iff their columns are equal: checked where
-    # it is made), so the table over the classes' first bytes is the whole table; comparing
-    # them again here cost most of a large schema's entry (sp_343: 34 of 42 ms of pickling,
-    # in the writer thread, holding the GIL the compiles running meanwhile wait for)
-    classes, _ = obj.byte_classes()
-    reps = np.unique(classes, return_index=True)[1]  # each class's first byte
-    table = np.ascontiguousarray(obj.transitions[:, reps])
-    return _unpack_dfa, (classes.astype(np.uint8).tobytes(), table, obj.accepting, obj.start)
+    # The DFA's table by class, kept on it (the automata kernels made it, or the native engines'
+    # hand-over asked for it), pickles as bytes do: a copy. Reading the classes' columns out of
+    # the table here took 2-3 ms for the 2,900 states of a pattern of 1,000 labels, in the writer
+    # thread, holding the GIL the masks of the grammar just compiled wait for (byte_classes() is
+    # exact: bytes share a class iff their columns are equal, so the table by class is the table)
+    classes, k, table, accepting = obj.class_table()
+    return _unpack_dfa, (classes, k, table, accepting, obj.start)
 
 
 _PACK_STATES = 64
 
 
-def _unpack_dfa(classes: bytes, table: Any, accepting: Any, start: int) -> Any:
+def _unpack_dfa(classes: bytes, k: int, table: bytes, accepting: bytes, start: int) -> Any:
     from .automata.dfa import DFA
 
-    return DFA(table[:, np.frombuffer(classes, dtype=np.uint8)], accepting, start)
+    by_class = np.frombuffer(table, dtype=np.int32).reshape(-1, k)
+    columns = np.frombuffer(classes, dtype=np.uint8)
+    d = DFA(by_class[:, columns], np.frombuffer(accepting, dtype=np.bool_), start)
+    object.__setattr__(d, "_class_table", (classes, k, table, accepting))  # as class_table() makes it
+    return d
 
 
 def made_once(kind: str, key: Hashable, make: Callable[[], T], making: threading.local) -> T | None:

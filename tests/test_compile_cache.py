@@ -410,6 +410,9 @@ def test_packed_dfas_are_exact(cache_dir: Path) -> None:
     for a, b in zip(dfas, back):
         assert np.array_equal(a.transitions, b.transitions) and np.array_equal(a.accepting, b.accepting)
         assert a.start == b.start
+        # (a packed one comes back with its table by class, which the native engines read)
+        assert b.class_table() == a.class_table()
+        assert np.array_equal(b.byte_classes()[0], a.byte_classes()[0])
 
 
 def test_a_new_process_reads_the_compiled_grammar(cache_dir: Path) -> None:
