@@ -146,6 +146,27 @@ def test_the_directory_is_kept_under_its_size_limit(cache_dir: Path, monkeypatch
     assert disk_cache.load("blob", 0) == blob and disk_cache.load("blob", 3) == blob
 
 
+def test_a_process_that_stores_little_looks_at_the_size_at_its_exit(cache_dir: Path) -> None:
+    """Fewer stores than one look per _SWEEP_EVERY: the look comes at the exit (after the writer
+    thread wrote its entries), not in the middle of the first masks."""
+    import time
+
+    blob = os.urandom(300_000)  # incompressible: each entry about 0.3 MB, 1.2 MB in all
+    for i in range(4):
+        assert disk_cache.store("blob", i, blob)  # (no size limit in force here: kept)
+    old = time.time() - 100
+    for i, entry in enumerate(sorted(cache_dir.iterdir())):
+        os.utime(entry, (old + i, old + i))
+    code = ("from grammarmask import disk_cache\n"
+            "disk_cache.store_later('small', 'k', b'x' * 1000)\n"
+            "disk_cache.flush()\n"
+            "assert disk_cache._stores == 1 and len(list(disk_cache.directory().iterdir())) == 5\n")
+    env = {**os.environ, "GRAMMARMASK_CACHE_DIR": str(cache_dir), "GRAMMARMASK_CACHE_MAX_MB": "1"}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+    assert sum(p.stat().st_size for p in cache_dir.iterdir()) <= 0.8 * (1 << 20)
+    assert len(list(cache_dir.glob("small-*.pickle"))) == 1  # the newest stays
+
+
 @pytest.mark.parametrize("value", ["-1", "lots", "nan"])
 def test_a_bad_size_limit_is_named(cache_dir: Path, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
     monkeypatch.setenv("GRAMMARMASK_CACHE_MAX_MB", value)
