@@ -23,10 +23,16 @@ MAX_US = 5000.0  # the issue's bound on any one step
 
 
 def _ok_rows(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    """The ``status == "ok"`` results of one harness run by (workload, engine)."""
+    """The ``status == "ok"`` results of one harness run by (workload, engine); a workload run on
+    a named tokenizer as ``workload [tokenizer]`` (a run of several tokenizers has a row of each).
+    """
     data = json.loads(path.read_text(encoding="utf-8"))
     rows = data["results"] if isinstance(data, dict) else data
-    return {(r["workload"], r["engine"]): r for r in rows if r.get("status") == "ok"}
+    return {(_name(r), r["engine"]): r for r in rows if r.get("status") == "ok"}
+
+
+def _name(r: dict[str, Any]) -> str:
+    return f"{r['workload']} [{r['tokenizer']}]" if r.get("tokenizer") else str(r["workload"])
 
 
 def judge(runs: list[dict[tuple[str, str], dict[str, Any]]], ours: str = "grammarmask",

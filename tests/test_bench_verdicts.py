@@ -49,6 +49,16 @@ def test_each_run_is_judged_against_its_own_peer(tmp_path: Path, capsys: pytest.
     assert "| b |" in out and "1 of 2 runs" in out
 
 
+def test_a_run_of_two_tokenizers_is_judged_per_tokenizer(tmp_path: Path) -> None:
+    rows = [{**row("a", "grammarmask", 1, 40), "tokenizer": "tekken"},
+            {**row("a", "llguidance", 5, 100), "tokenizer": "tekken"},
+            {**row("a", "grammarmask", 1, 90), "tokenizer": "sentencepiece"},
+            {**row("a", "llguidance", 5, 100), "tokenizer": "sentencepiece"}]
+    got = verdicts.judge([verdicts._ok_rows(write(tmp_path, "both.json", rows))])
+    assert got["a [tekken]"]["p99"] == [(40, 50)] and got["a [tekken]"]["p99_met"]
+    assert got["a [sentencepiece]"]["p99"] == [(90, 50)] and not got["a [sentencepiece]"]["p99_met"]
+
+
 def test_workloads_missing_from_a_run_or_unreadable_runs(tmp_path: Path,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     one = write(tmp_path, "one.json", [row("a", "grammarmask", 1, 40), row("c", "grammarmask", 1, 40)])
