@@ -172,6 +172,8 @@ def test_a_bad_size_limit_is_named(cache_dir: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("GRAMMARMASK_CACHE_MAX_MB", value)
     with pytest.raises(gm.GrammarError, match="GRAMMARMASK_CACHE_MAX_MB"):
         disk_cache.max_bytes()
+    with pytest.raises(gm.GrammarError, match="GRAMMARMASK_CACHE_MAX_MB"):
+        disk_cache.store("blob", "k", b"x")  # a store names it too (before any look at the size)
 
 
 def test_no_size_limit(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
