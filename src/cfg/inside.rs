@@ -240,9 +240,8 @@ impl Inside {
         let mut ys: Vec<u32> = vec![NONE; trie.max_depth + 1];
         xs[0] = lex;
         ys[0] = ref_lex;
-        let n = trie.n_nodes();
         // the root's children from their own table ([`TokenTrie::roots`]): most are passed over
-        for (k, &(root, label)) in trie.roots.iter().enumerate() {
+        for &(root, label) in &trie.roots {
             let b = reps[usize::from(label)];
             let (sx, sy) = (
                 step_or_dead(lc, lx, lex, b),
@@ -251,8 +250,8 @@ impl Inside {
             if steps_alike(lc, sx, sy) {
                 continue; // the same from here on
             }
-            let stop = trie.roots.get(k + 1).map_or(n, |r| r.0 as usize);
             let mut i = root as usize;
+            let stop = trie.end[i] as usize;
             while i < stop {
                 let d = trie.depth[i] as usize;
                 let b = reps[usize::from(trie.label[i])];
@@ -614,10 +613,7 @@ fn steps_at(
                 .partition_point(|r| r.0 as usize <= node)
                 .checked_sub(1)?;
             i = trie.roots[k].0 as usize;
-            root_end = trie
-                .roots
-                .get(k + 1)
-                .map_or(trie.n_nodes(), |r| r.0 as usize);
+            root_end = trie.end[i] as usize;
         }
         loop {
             if node < i || i >= trie.n_nodes() {
