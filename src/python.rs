@@ -31,6 +31,14 @@ mod automata;
 mod batch;
 mod lark_syntax;
 
+/// The extension's allocator: mimalloc, not the C library's malloc. A first visit builds and
+/// drops thousands of small vectors (Earley sets, configuration sets, memo tables). Under glibc's
+/// malloc, in a process that had let go of many small blocks (a document's states), one JSON
+/// step's mask took 130-660 us, against 60-210 us here for the same work. Only the extension's
+/// own allocations go through it: Python's and numpy's keep theirs.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// An instance of the exception class `name` of `grammarmask.errors` with `message`.
 fn grammarmask_error(py: Python<'_>, name: &str, message: String) -> PyErr {
     let made = py
