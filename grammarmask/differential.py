@@ -164,6 +164,11 @@ class Differential:
             test()
         except AssertionError as e:
             if self.first_failure is not None:
-                e.add_note(f"check_grammar: first disagreement in example {self.first_failure} of "  # type: ignore[attr-defined]
-                           f"{examples} (the document above is the shrunk one)")  # fmt: skip
+                note = (f"check_grammar: first disagreement in example {self.first_failure} of {examples} "
+                        "(the document above is the shrunk one)")  # fmt: skip
+                if hasattr(e, "add_note"):
+                    e.add_note(note)
+                else:  # Python 3.10: no add_note; the same attribute, and the note in the message too
+                    setattr(e, "__notes__", [*getattr(e, "__notes__", []), note])  # noqa: B010
+                    e.args = (f"{e.args[0] if e.args else ''}\n{note}", *e.args[1:])
             raise

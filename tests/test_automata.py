@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import random
 import re
-import re._constants as re_constants
-import re._parser as re_parser
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,8 @@ from grammarmask.automata import (
     regex_to_dfa,
     union,
 )
+from grammarmask.automata.sre import EXTRA_CASES, C
+from grammarmask.automata.sre import parser as sre_parser
 from grammarmask.automata.utf8 import utf8_sequences
 from grammarmask.errors import GrammarError
 
@@ -81,12 +81,12 @@ def assert_same_language(dfa: DFA, rx: re.Pattern[str], samples: list[str]) -> N
 def _nested_repeat(items: Any, inside: bool = False) -> bool:
     """Whether a parsed pattern repeats something that itself holds a repeat (``(a*)*``)."""
     for op, av in items:
-        if op in (re_constants.MAX_REPEAT, re_constants.MIN_REPEAT):
+        if op in (C.MAX_REPEAT, C.MIN_REPEAT):
             found = inside or _nested_repeat(av[2], True)
-        elif op is re_constants.SUBPATTERN:
+        elif op is C.SUBPATTERN:
             found = _nested_repeat(av[3], inside)
         else:
-            found = op is re_constants.BRANCH and any(_nested_repeat(alt, inside) for alt in av[1])
+            found = op is C.BRANCH and any(_nested_repeat(alt, inside) for alt in av[1])
         if found:
             return True
     return False
@@ -100,7 +100,7 @@ def test_dfa_membership_equals_re_fullmatch(p: Pattern, samples: list[str], data
     # from_regex's strings are long enough for re's backtracking to take forever on a nested
     # repeat (one run hung in rx.fullmatch, from_regex's own filter): those are checked on the
     # short samples alone
-    nested = _nested_repeat(re_parser.parse(p.re_text, p.flags))
+    nested = _nested_repeat(sre_parser.parse(p.re_text, p.flags))
     positives = []
     if not dfa.is_empty() and not nested:
         positives = [data.draw(st.from_regex(rx, fullmatch=True)) for _ in range(5)]
@@ -325,7 +325,6 @@ def test_the_case_related_code_points_are_those_re_calls_cased() -> None:
     """The scan that skips chunks str.lower/str.upper leave unchanged finds what asking every code
     point finds."""
     import _sre
-    from re import _casefix  # type: ignore[attr-defined]
 
     from grammarmask.automata.charsets import CASED_LIMIT, _make_case_related
 
@@ -334,7 +333,7 @@ def test_the_case_related_code_points_are_those_re_calls_cased() -> None:
         if _sre.unicode_iscased(c):
             up = chr(c).upper()
             every |= {c, _sre.unicode_tolower(c), *([ord(up)] if len(up) == 1 else [])}
-    for k, vs in _casefix._EXTRA_CASES.items():
+    for k, vs in EXTRA_CASES.items():
         every |= {k, *vs}
     assert _make_case_related() == "".join(map(chr, sorted(every)))
 

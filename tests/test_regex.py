@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import re
+import sys
 import time
 from typing import Any
 
@@ -218,8 +219,11 @@ ERRORS = [
     ("a(?!b)", 2),
     ("\\bfoo", 1),
     ("foo\\B", 4),
-    ("a*+", 2),
-    ("(?>ab)", 1),
+    # 3.11's possessive repeats and atomic groups (refused where they start); 3.10's parser refuses
+    # them as syntax, where it finds the error
+    ("a*+", 2 if sys.version_info >= (3, 11) else 3),
+    ("(?>ab)", 1 if sys.version_info >= (3, 11) else 2),
+    ("a(?i)b", 2),
     ("(a)(?(1)b|c)", 4),
     ("[^\\s\\S]", None),
     ("(" * 2000 + "a" + ")" * 2000, None),

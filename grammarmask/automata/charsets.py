@@ -96,9 +96,9 @@ def _make_case_related() -> str:
             up = chr(c).upper()
             if len(up) == 1:
                 rel.add(ord(up))
-    from re import _casefix  # type: ignore[attr-defined]
+    from .sre import EXTRA_CASES
 
-    for k, vs in _casefix._EXTRA_CASES.items():
+    for k, vs in EXTRA_CASES.items():
         rel.add(k)
         rel.update(vs)
     return "".join(map(chr, sorted(rel)))

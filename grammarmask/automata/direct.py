@@ -17,13 +17,13 @@ for: thousands of states, each costing the subset construction a Python loop.
 from __future__ import annotations
 
 import re
-from re import _constants as C  # type: ignore[attr-defined]
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from .dfa import DFA, minimize
+from .sre import C
 
 __all__ = ["direct_dfa"]
 

@@ -1,6 +1,6 @@
 """Python ``re`` patterns to byte-level DFAs.
 
-The pattern is parsed by the standard library's own parser (``re._parser``), so syntax, escapes,
+The pattern is parsed by the standard library's own parser (``re._parser``; :mod:`.sre`), so syntax, escapes,
 inline flags and ``re.VERBOSE`` are Python's. The parse tree is translated to a byte-level
 Thompson NFA (:mod:`.nfa`) whose character sets are UTF-8 encoded (:mod:`.utf8`), then
 determinised, trimmed and minimised. The language is exactly the set of UTF-8 encodings of the
@@ -12,8 +12,6 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Hashable, Mapping
-from re import _constants as C  # type: ignore[attr-defined]
-from re import _parser
 from typing import Any
 
 import numpy as np
@@ -35,6 +33,8 @@ from .dfa import DFA, minimize
 from .direct import direct_dfa
 from .nfa import A_BEGIN, A_BOL, A_DOLLAR, A_END, A_EOL, NFA, determinize
 from .ops import add_dfa_to_nfa, from_strings
+from .sre import C
+from .sre import parse as _sre_parse
 from .stack import stack_room
 from .utf8 import MAX_CODEPOINT, utf8_sequences
 
@@ -431,11 +431,12 @@ def _literal_set(seq: Any, depth: int) -> set[str] | None:
 
 
 def parse(pattern: str, flags: int = 0) -> Any:
-    """``re._parser.parse`` with ``re.error`` turned into :class:`GrammarError`."""
+    """Python's own parse of ``pattern`` (:func:`.sre.parse`) with ``re.error`` turned into
+    :class:`GrammarError`."""
     if flags & (re.LOCALE | re.DEBUG):
         raise GrammarError("re.LOCALE and re.DEBUG are not supported")
     try:
-        return _parser.parse(pattern, flags)
+        return _sre_parse(pattern, flags)
     except re.error as exc:
         line, col = exc.lineno, exc.colno
         if line is None or col is None:

@@ -87,9 +87,9 @@ FORMATS: dict[str, str] = {
 
 def format_width(name: str) -> tuple[int, int | None]:
     """(min, max) length in characters of the strings a format regex accepts (max None: unbounded)."""
-    import re._parser as sre_p
+    from ...automata.sre import parse
 
-    lo, hi = sre_p.parse(FORMATS[name]).getwidth()
+    lo, hi = parse(FORMATS[name]).getwidth()
     return lo, (None if hi >= 2**31 - 1 or hi >= 65535 else hi)
 
 

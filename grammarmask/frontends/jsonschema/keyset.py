@@ -11,18 +11,12 @@ past the cap the caller refuses the keyword.
 from __future__ import annotations
 
 import re
-import sys
 from functools import reduce
 from typing import Any
 
+from ...automata.sre import C
+from ...automata.sre import parse as sre_parse
 from .strings import MAXC, Ranges, _complement, _norm, _py_set, encode_set
-
-if sys.version_info >= (3, 11):
-    import re._constants as C
-    import re._parser as P
-else:  # pragma: no cover
-    import sre_constants as C
-    import sre_parse as P
 
 __all__ = ["KeySetTooLarge", "key_regex"]
 
@@ -138,7 +132,7 @@ def _anchors(seq: list[Any]) -> tuple[bool, bool, list[Any]]:
 
 
 def _pattern_nfa(pattern: str) -> tuple[_NFA, int, int]:
-    parsed: Any = P.parse(pattern)
+    parsed: Any = sre_parse(pattern)
     tree: list[Any] = list(parsed)
     branches: list[list[Any]] = [tree]
     if len(tree) == 1 and tree[0][0] is C.BRANCH:

@@ -14,7 +14,6 @@ passes both; constructs that are not regular or have no exact translation are re
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Iterable
 from functools import lru_cache, partial
 from typing import Any
@@ -26,16 +25,11 @@ from ...automata.charsets import category_set
 from ...automata.ops import from_strings, repeat
 from ...automata.regex import _literal_set
 from ...automata.regex import parse as parse_regex
+from ...automata.sre import C as sre_c
+from ...automata.sre import parse as sre_parse
 from ...cache import Lru, automaton
 from ...errors import UnsupportedSchemaError
 from ...ir.builder import Pat
-
-if sys.version_info >= (3, 11):
-    import re._constants as sre_c
-    import re._parser as sre_p
-else:  # pragma: no cover
-    import sre_constants as sre_c
-    import sre_parse as sre_p
 
 __all__ = [
     "ANY_CHAR",
@@ -472,7 +466,7 @@ def pattern_regex(
     when they fold into the pattern's one variable repetition; otherwise the caller must refuse.
     """
     try:
-        parsed = sre_p.parse(pattern)
+        parsed = sre_parse(pattern)
     except (re.error, OverflowError, RecursionError) as e:
         raise UnsupportedSchemaError(
             f"pattern {pattern!r} is not a Python regex: {e}", keyword="pattern", pointer=pointer
