@@ -54,9 +54,10 @@ pub struct Lexer {
     pub ignore: Vec<bool>,
     /// start states of the ignore terminals (sorted, no dead state)
     pub ignore_starts: Vec<u32>,
-    /// every state's row as runs of classes to one state, `runs.1[runs.0[s] .. runs.0[s + 1]]`
-    /// (made when [`Lexer::first_difference`] is first asked)
-    runs: OnceLock<(Vec<u32>, Vec<Run>)>,
+    /// each state's row as runs of classes to one state, made when [`Lexer::first_difference`]
+    /// first reads it (made for the whole table at the first question, a schema's 290,000 cells
+    /// took 0.3-0.8 ms of one mask, where a question reads a few rows)
+    runs: Vec<OnceLock<Box<[Run]>>>,
 }
 
 /// A run of a row: from class `from` on (to the next run's), every class leads to state `to`.
@@ -156,7 +157,7 @@ impl Lexer {
         ignore_starts.sort_unstable();
         ignore_starts.dedup();
         Ok(Lexer {
-            runs: OnceLock::new(),
+            runs: (0..n).map(|_| OnceLock::new()).collect(),
             classes,
             table,
             accepting,
@@ -375,25 +376,19 @@ impl Lexer {
 
     /// State `s`'s row as runs of classes leading to one state.
     fn row_runs(&self, s: u32) -> &[Run] {
-        let (ptr, runs) = self.runs.get_or_init(|| {
-            // (one pass over the table: a row at a time, no allocation per state)
+        self.runs[s as usize].get_or_init(|| {
             let w = self.classes.count;
-            let mut ptr = Vec::with_capacity(self.table.len() / w + 1);
+            let row = &self.table[s as usize * w..(s as usize + 1) * w];
             let mut runs: Vec<Run> = Vec::new();
-            for row in self.table.chunks_exact(w) {
-                ptr.push(runs.len() as u32);
-                let mut last = None;
-                for (c, &to) in row.iter().enumerate() {
-                    if last != Some(to) {
-                        runs.push(Run { from: c as u32, to });
-                        last = Some(to);
-                    }
+            let mut last = None;
+            for (c, &to) in row.iter().enumerate() {
+                if last != Some(to) {
+                    runs.push(Run { from: c as u32, to });
+                    last = Some(to);
                 }
             }
-            ptr.push(runs.len() as u32);
-            (ptr, runs)
-        });
-        &runs[ptr[s as usize] as usize..ptr[s as usize + 1] as usize]
+            runs.into_boxed_slice()
+        })
     }
 }
 
