@@ -1,8 +1,8 @@
 """Python ``re`` patterns to byte-level DFAs.
 
-The pattern is parsed by the standard library's own parser (``re._parser``; :mod:`.sre`), so syntax, escapes,
-inline flags and ``re.VERBOSE`` are Python's. The parse tree is translated to a byte-level
-Thompson NFA (:mod:`.nfa`) whose character sets are UTF-8 encoded (:mod:`.utf8`), then
+The pattern is parsed by the standard library's own parser (``re._parser``, through :mod:`.sre`),
+so syntax, escapes, inline flags and ``re.VERBOSE`` are Python's. The parse tree is translated to a
+byte-level Thompson NFA (:mod:`.nfa`) whose character sets are UTF-8 encoded (:mod:`.utf8`), then
 determinised, trimmed and minimised. The language is exactly the set of UTF-8 encodings of the
 strings ``s`` with ``re.fullmatch(pattern, s, flags)``.
 """
