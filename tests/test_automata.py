@@ -25,7 +25,7 @@ from grammarmask.automata import (
     union,
 )
 from grammarmask.automata.sre import EXTRA_CASES, C
-from grammarmask.automata.sre import parser as sre_parser
+from grammarmask.automata.sre import parse as sre_parse
 from grammarmask.automata.utf8 import utf8_sequences
 from grammarmask.errors import GrammarError
 
@@ -100,7 +100,7 @@ def test_dfa_membership_equals_re_fullmatch(p: Pattern, samples: list[str], data
     # from_regex's strings are long enough for re's backtracking to take forever on a nested
     # repeat (one run hung in rx.fullmatch, from_regex's own filter): those are checked on the
     # short samples alone
-    nested = _nested_repeat(sre_parser.parse(p.re_text, p.flags))
+    nested = _nested_repeat(sre_parse(p.re_text, p.flags))
     positives = []
     if not dfa.is_empty() and not nested:
         positives = [data.draw(st.from_regex(rx, fullmatch=True)) for _ in range(5)]

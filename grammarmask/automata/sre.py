@@ -16,15 +16,14 @@ import warnings
 from typing import Any
 
 if sys.version_info >= (3, 11):
-    from re import _casefix  # type: ignore[attr-defined]
+    from re import _casefix, _parser  # type: ignore[attr-defined]
     from re import _constants as C  # type: ignore[attr-defined]
-    from re import _parser as parser  # type: ignore[attr-defined]
 
     EXTRA_CASES: dict[int, tuple[int, ...]] = _casefix._EXTRA_CASES
 else:  # pragma: no cover (3.10)
     import sre_compile
     import sre_constants
-    import sre_parse as parser
+    import sre_parse as _parser
     from types import SimpleNamespace
 
     class _Absent:
@@ -43,7 +42,7 @@ else:  # pragma: no cover (3.10)
     )
     EXTRA_CASES = sre_compile._ignorecase_fixes  # type: ignore[attr-defined]
 
-__all__ = ["EXTRA_CASES", "C", "parse", "parser"]
+__all__ = ["EXTRA_CASES", "C", "parse"]
 
 
 def parse(pattern: str, flags: int = 0) -> Any:
@@ -51,11 +50,11 @@ def parse(pattern: str, flags: int = 0) -> Any:
     but at the start (``a(?i)b``) raise ``re.error`` there, where 3.10 only warns and applies them
     to the whole pattern (a grammar would then mean one thing on 3.10 and fail on 3.11)."""
     if sys.version_info >= (3, 11):
-        return parser.parse(pattern, flags)
+        return _parser.parse(pattern, flags)
     with warnings.catch_warnings():  # pragma: no cover (3.10)
         warnings.filterwarnings("error", "Flags not at the start", DeprecationWarning)
         try:
-            return parser.parse(pattern, flags)
+            return _parser.parse(pattern, flags)
         except DeprecationWarning as w:
             at = re.search(r"at position (\d+)$", str(w))
             raise re.error(
