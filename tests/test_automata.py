@@ -338,6 +338,35 @@ def test_the_case_related_code_points_are_those_re_calls_cased() -> None:
     assert _make_case_related() == "".join(map(chr, sorted(every)))
 
 
+def test_parse_from_many_threads_leaves_warning_filters_alone() -> None:
+    """Flags not at the start are an error at their column from every thread at once, and the
+    warning filters are as they were after (on 3.10 the parse turns re's warning into that error
+    for its duration)."""
+    import threading
+    import warnings
+
+    before = list(warnings.filters)
+    failures: list[str] = []
+
+    def parse_many() -> None:
+        for _ in range(200):
+            try:
+                sre_parse("a(?i)b")
+                failures.append("a(?i)b parsed")
+            except re.error as e:
+                if e.pos != 1:
+                    failures.append(f"a(?i)b: position {e.pos}")
+            sre_parse("(?i)ab|c")
+
+    threads = [threading.Thread(target=parse_many) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert warnings.filters == before
+
+
 def test_unicode_tables_are_kept_per_installation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Tables that depend only on Python's Unicode database are made once and read back (exactly)."""
     from grammarmask.automata import charsets

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
 import warnings
 from typing import Any
 
@@ -44,14 +45,20 @@ else:  # pragma: no cover (3.10)
 
 __all__ = ["EXTRA_CASES", "C", "parse"]
 
+_WARNINGS_LOCK = threading.Lock()
+
 
 def parse(pattern: str, flags: int = 0) -> Any:
     """``pattern``'s parse tree, as 3.11 and later parse it on every Python: global flags anywhere
     but at the start (``a(?i)b``) raise ``re.error`` there, where 3.10 only warns and applies them
     to the whole pattern (a grammar would then mean one thing on 3.10 and fail on 3.11)."""
-    if sys.version_info >= (3, 11):
+    if sys.version_info >= (3, 11) or ("(?" if isinstance(pattern, str) else b"(?") not in pattern[1:]:
         return _parser.parse(pattern, flags)
-    with warnings.catch_warnings():  # pragma: no cover (3.10)
+    # (3.10) the warning turned into an error for the parse: warnings' filters are one global list,
+    # so the lock keeps two threads' parses from restoring each other's (left in place, it would
+    # turn a user's own warning into an error); a pattern without a group of flags past the start
+    # never takes it
+    with _WARNINGS_LOCK, warnings.catch_warnings():  # pragma: no cover (3.10)
         warnings.filterwarnings("error", "Flags not at the start", DeprecationWarning)
         try:
             return _parser.parse(pattern, flags)
