@@ -271,8 +271,12 @@ def compiled_bytes(compiled: CompiledGrammar) -> int:
     if dfa is not None and hasattr(dfa, "transitions"):
         n += table_bytes(dfa)
     for part in ("engine", "index"):
-        words = getattr(getattr(compiled, part, None), "table_words", None)
-        if isinstance(words, int):
+        native = getattr(compiled, part, None)
+        size = getattr(native, "table_bytes", None)  # the CFG engine's lexer: 2 or 4 bytes a cell
+        words = getattr(native, "table_words", None)
+        if isinstance(size, int):
+            n += size
+        elif isinstance(words, int):
             n += 4 * words
     return n
 

@@ -238,23 +238,28 @@ impl ByteClasses {
     /// the bytes every state dies on sent to [`crate::trie::DROPPED`] (no legal token holds one),
     /// and how many bytes are left. Only for fewer than 255 classes (class 255 is then unused).
     pub fn live_map(&self, table: &[u32]) -> ([u8; 256], usize) {
-        let mut dead = vec![true; self.count];
+        let mut live = vec![false; self.count];
         for row in table.chunks_exact(self.count) {
-            for (d, &t) in dead.iter_mut().zip(row) {
-                *d &= t == 0;
+            for (l, &t) in live.iter_mut().zip(row) {
+                *l |= t != 0;
             }
         }
+        self.live_map_of(&live)
+    }
+
+    /// [`ByteClasses::live_map`] given which classes are live (`live[c]`).
+    pub fn live_map_of(&self, live: &[bool]) -> ([u8; 256], usize) {
         let mut map = self.map;
-        let mut live = 256;
+        let mut n_live = 256;
         if self.count < usize::from(crate::trie::DROPPED) {
             for m in map.iter_mut() {
-                if dead[usize::from(*m)] {
+                if !live[usize::from(*m)] {
                     *m = crate::trie::DROPPED;
-                    live -= 1;
+                    n_live -= 1;
                 }
             }
         }
-        (map, live)
+        (map, n_live)
     }
 
     /// The identity map (every byte its own class): the plain byte trie.

@@ -886,10 +886,16 @@ impl PyCfgGrammar {
         self.inner.n_trie_nodes()
     }
 
-    /// Cells of the combined lexer table (states x byte classes, 4 bytes each).
+    /// Cells of the combined lexer table (states x byte classes).
     #[getter]
     fn table_words(&self) -> usize {
         self.inner.table_words()
+    }
+
+    /// Bytes of the combined lexer table: 2 a cell when every state number fits 16 bits, else 4.
+    #[getter]
+    fn table_bytes(&self) -> usize {
+        self.inner.table_bytes()
     }
 }
 

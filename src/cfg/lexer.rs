@@ -37,7 +37,9 @@ pub struct Lexer {
     /// the exact byte classes of the combined table
     classes: ByteClasses,
     /// `table[s * classes.count + c]`: the state after class `c` from `s`
-    table: Vec<u32>,
+    table: Table,
+    /// [`ByteClasses::live_map`] of `table`
+    live_map: ([u8; 256], usize),
     accepting: Vec<bool>,
     term_of: Vec<u32>,
     /// `reaccept[s]`: a non-empty path from `s` reaches an accepting state
@@ -58,6 +60,47 @@ pub struct Lexer {
     /// first reads it (made for the whole table at the first question, a schema's 290,000 cells
     /// took 0.3-0.8 ms of one mask, where a question reads a few rows)
     runs: Vec<OnceLock<Box<[Run]>>>,
+}
+
+/// The combined table's cells: `u16` when every state's number fits (half the bytes: a JSON Schema
+/// with thirty bounded strings has 44,000 states of 88 classes, 15 MB as `u32`), else `u32`.
+/// (Which one is fixed per grammar: the branch in [`Table::get`] always goes one way.)
+#[derive(Debug)]
+enum Table {
+    Narrow(Box<[u16]>),
+    Wide(Box<[u32]>),
+}
+
+impl Table {
+    fn new(cells: Vec<u32>) -> Table {
+        if cells.iter().all(|&t| t <= u32::from(u16::MAX)) {
+            Table::Narrow(cells.iter().map(|&t| t as u16).collect())
+        } else {
+            Table::Wide(cells.into_boxed_slice())
+        }
+    }
+
+    #[inline]
+    fn get(&self, i: usize) -> u32 {
+        match self {
+            Table::Narrow(t) => u32::from(t[i]),
+            Table::Wide(t) => t[i],
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Table::Narrow(t) => t.len(),
+            Table::Wide(t) => t.len(),
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            Table::Narrow(t) => 2 * t.len(),
+            Table::Wide(t) => 4 * t.len(),
+        }
+    }
 }
 
 /// A run of a row: from class `from` on (to the next run's), every class leads to state `to`.
@@ -150,6 +193,8 @@ impl Lexer {
         let sizes: Vec<usize> = classes.sizes().into_iter().map(usize::from).collect();
         let (reaccept, busy) = reaccepting(&table, classes.count, &sizes, &accepting);
         let loops = self_loops(&table, classes.count, &sizes);
+        let live_map = classes.live_map(&table);
+        let table = Table::new(table);
         let mut ignore_starts: Vec<u32> = (0..n_terms)
             .filter(|&t| ignore[t] && start[t] != 0)
             .map(|t| start[t])
@@ -160,6 +205,7 @@ impl Lexer {
             runs: (0..n).map(|_| OnceLock::new()).collect(),
             classes,
             table,
+            live_map,
             accepting,
             term_of,
             reaccept,
@@ -172,9 +218,20 @@ impl Lexer {
         })
     }
 
-    /// The combined transition table by class (`table[s * n_classes + c]`).
-    pub fn table(&self) -> &[u32] {
-        &self.table
+    /// The combined transition table by class (`table[s * n_classes + c]`), as `u32`.
+    pub fn table(&self) -> Vec<u32> {
+        (0..self.table.len()).map(|i| self.table.get(i)).collect()
+    }
+
+    /// Cells of the combined table (states x classes), and the bytes they take.
+    pub fn table_cells(&self) -> (usize, usize) {
+        (self.table.len(), self.table.bytes())
+    }
+
+    /// [`ByteClasses::live_map`] of the combined table: the classes every state leads to the dead
+    /// state by are dropped.
+    pub fn live_map(&self) -> ([u8; 256], usize) {
+        self.live_map
     }
 
     /// The byte classes of the combined table.
@@ -222,7 +279,8 @@ impl Lexer {
     /// The state after class `c` from `s` (0: dead).
     #[inline]
     pub fn next(&self, s: u32, c: u8) -> u32 {
-        self.table[s as usize * self.classes.count + usize::from(c)]
+        self.table
+            .get(s as usize * self.classes.count + usize::from(c))
     }
 
     /// Whether DFA state `q` accepts (a lexeme in it can close).
@@ -232,9 +290,8 @@ impl Lexer {
 
     /// The states after each class from `s`.
     #[inline]
-    fn row(&self, s: u32) -> &[u32] {
-        let w = self.classes.count;
-        &self.table[s as usize * w..(s as usize + 1) * w]
+    fn row(&self, s: u32) -> impl Iterator<Item = u32> + '_ {
+        (0..self.classes.count).map(move |c| self.next(s, c as u8))
     }
 
     /// The state after byte `b` from `s`.
@@ -279,10 +336,9 @@ impl Lexer {
                 continue;
             }
             key.push(flags);
-            let row = self.row(s);
             let mut last = NONE;
             for b in 0..=255u8 {
-                let t = row[usize::from(self.class_of(b))];
+                let t = self.next(s, self.class_of(b));
                 if t != last {
                     key.push(u32::from(b) << 24 | number(t, d + 1, &mut order));
                     last = t;
@@ -377,11 +433,9 @@ impl Lexer {
     /// State `s`'s row as runs of classes leading to one state.
     fn row_runs(&self, s: u32) -> &[Run] {
         self.runs[s as usize].get_or_init(|| {
-            let w = self.classes.count;
-            let row = &self.table[s as usize * w..(s as usize + 1) * w];
             let mut runs: Vec<Run> = Vec::new();
             let mut last = None;
-            for (c, &to) in row.iter().enumerate() {
+            for (c, to) in self.row(s).enumerate() {
                 if last != Some(to) {
                     runs.push(Run { from: c as u32, to });
                     last = Some(to);
@@ -996,7 +1050,7 @@ mod tests {
             let mut next_level = Vec::new();
             for &(x, y) in &level {
                 let mut last = (0, 0);
-                for (&nx, &ny) in lx.row(x).iter().zip(lx.row(y)) {
+                for (nx, ny) in lx.row(x).zip(lx.row(y)) {
                     if nx == ny || (nx, ny) == last {
                         continue;
                     }
@@ -1253,6 +1307,43 @@ mod tests {
             vec![false],
         );
         assert!(bad.is_err());
+    }
+
+    #[test]
+    fn tables_past_u16_states_keep_u32_cells() {
+        // a chain of `n` 'a's, `n` states beside the dead one, in two columns (every other byte,
+        // 'a'): `u16` cells up to 65,535 states, `u32` past it, the same answers either way
+        for n in [65_534usize, 65_536, 70_000] {
+            let mut pre = [0u8; 256];
+            pre[usize::from(b'a')] = 1;
+            let mut table = vec![0u32; (n + 1) * 2];
+            for s in 1..n {
+                table[s * 2 + 1] = s as u32 + 1;
+            }
+            let mut accepting = vec![false; n + 1];
+            accepting[n] = true;
+            let lx = Lexer::classed(
+                table,
+                &pre,
+                accepting,
+                vec![0; n + 1],
+                vec![1],
+                vec![true],
+                vec![false],
+            )
+            .unwrap();
+            let (cells, bytes) = lx.table_cells();
+            assert_eq!(cells, (n + 1) * 2);
+            assert_eq!(bytes, if n < 65_536 { 2 * cells } else { 4 * cells });
+            let mut s = 1;
+            for _ in 1..n {
+                assert_eq!(lx.next_byte(s, b'b'), 0);
+                s = lx.next_byte(s, b'a');
+            }
+            assert_eq!(s as usize, n);
+            assert!(lx.accepts(s) && lx.next_byte(s, b'a') == 0);
+            assert_eq!(lx.live_map().1, 1); // 'a' alone leads anywhere
+        }
     }
 
     #[test]

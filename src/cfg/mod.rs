@@ -245,7 +245,7 @@ impl CfgEngine {
         // shorter) when it is cheap to read off the byte trie: few classes, and at most half of
         // the bytes live (ASCII text: tekken's tokens are mostly of other bytes), else the byte trie
         // every grammar of the vocabulary shares
-        let (live_map, live) = lexer.classes().live_map(lexer.table());
+        let (live_map, live) = lexer.live_map();
         // (the byte trie's walks are shared with the vocabulary's other grammars, its Shelf, and
         // its string bodies are set aside once, its Slice)
         let (classes, map, shared, others) =
@@ -585,7 +585,12 @@ impl CfgEngine {
 
     /// Cells of the combined lexer table (states x byte classes).
     pub fn table_words(&self) -> usize {
-        self.lexer.table().len()
+        self.lexer.table_cells().0
+    }
+
+    /// Bytes of the combined lexer table (2 a cell when every state number fits `u16`, else 4).
+    pub fn table_bytes(&self) -> usize {
+        self.lexer.table_cells().1
     }
 }
 
