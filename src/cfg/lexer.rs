@@ -37,7 +37,7 @@ pub struct Lexer {
     /// the exact byte classes of the combined table
     classes: ByteClasses,
     /// `table[s * classes.count + c]`: the state after class `c` from `s`
-    table: Table,
+    table: CellVec,
     /// [`ByteClasses::live_map`] of `table`
     live_map: ([u8; 256], usize),
     accepting: Vec<bool>,
@@ -62,43 +62,66 @@ pub struct Lexer {
     runs: Vec<OnceLock<Box<[Run]>>>,
 }
 
-/// The combined table's cells: `u16` when every state's number fits (half the bytes: a JSON Schema
-/// with thirty bounded strings has 44,000 states of 88 classes, 15 MB as `u32`), else `u32`.
-/// (Which one is fixed per grammar: the branch in [`Table::get`] always goes one way.)
+/// A table of numbers in `u16` cells while every one fits, else in `u32` (half the bytes: a JSON
+/// Schema with thirty bounded strings has 44,000 lexer states of 88 classes, 15 MB as `u32`). A
+/// table changes kind once at most, so the branch in [`CellVec::get`] goes one way.
 #[derive(Debug)]
-enum Table {
-    Narrow(Box<[u16]>),
-    Wide(Box<[u32]>),
+enum CellVec {
+    Narrow(Vec<u16>),
+    Wide(Vec<u32>),
 }
 
-impl Table {
-    fn new(cells: Vec<u32>) -> Table {
+impl CellVec {
+    fn new(cells: Vec<u32>) -> CellVec {
         if cells.iter().all(|&t| t <= u32::from(u16::MAX)) {
-            Table::Narrow(cells.iter().map(|&t| t as u16).collect())
+            CellVec::Narrow(cells.iter().map(|&t| t as u16).collect())
         } else {
-            Table::Wide(cells.into_boxed_slice())
+            CellVec::Wide(cells)
         }
     }
 
     #[inline]
     fn get(&self, i: usize) -> u32 {
         match self {
-            Table::Narrow(t) => u32::from(t[i]),
-            Table::Wide(t) => t[i],
+            CellVec::Narrow(t) => u32::from(t[i]),
+            CellVec::Wide(t) => t[i],
+        }
+    }
+
+    /// Set cell `i` to `v` (the whole table made `u32` first if `v` does not fit `u16`).
+    fn set(&mut self, i: usize, v: u32) {
+        match self {
+            CellVec::Narrow(t) => match u16::try_from(v) {
+                Ok(v) => t[i] = v,
+                Err(_) => {
+                    let mut wide: Vec<u32> = t.iter().map(|&x| u32::from(x)).collect();
+                    wide[i] = v;
+                    *self = CellVec::Wide(wide);
+                }
+            },
+            CellVec::Wide(t) => t[i] = v,
+        }
+    }
+
+    /// Grow to `n` cells, the new ones 0.
+    fn grow(&mut self, n: usize) {
+        match self {
+            CellVec::Narrow(t) => t.resize(n, 0),
+            CellVec::Wide(t) => t.resize(n, 0),
         }
     }
 
     fn len(&self) -> usize {
         match self {
-            Table::Narrow(t) => t.len(),
-            Table::Wide(t) => t.len(),
+            CellVec::Narrow(t) => t.len(),
+            CellVec::Wide(t) => t.len(),
         }
     }
 
     fn bytes(&self) -> usize {
         match self {
-            Table::Narrow(t) => 2 * t.len(),
-            Table::Wide(t) => 4 * t.len(),
+            CellVec::Narrow(t) => 2 * t.len(),
+            CellVec::Wide(t) => 4 * t.len(),
         }
     }
 }
@@ -194,7 +217,7 @@ impl Lexer {
         let (reaccept, busy) = reaccepting(&table, classes.count, &sizes, &accepting);
         let loops = self_loops(&table, classes.count, &sizes);
         let live_map = classes.live_map(&table);
-        let table = Table::new(table);
+        let table = CellVec::new(table);
         let mut ignore_starts: Vec<u32> = (0..n_terms)
             .filter(|&t| ignore[t] && start[t] != 0)
             .map(|t| start[t])
@@ -633,7 +656,7 @@ pub struct LexCache {
     pub states: Interner<(Vec<u32>, u32)>,
     /// `trans[lex * width + c]`: 1 + the index of its [`LexStep`] in `steps` after class `c` (0:
     /// not computed yet)
-    trans: Vec<u32>,
+    trans: CellVec,
     /// the lexer's byte classes (the columns of `trans`)
     width: usize,
     pub steps: Vec<LexStep>,
@@ -659,7 +682,7 @@ impl LexCache {
         LexCache {
             shadows,
             states: Interner::new(),
-            trans: Vec::new(),
+            trans: CellVec::Narrow(Vec::new()),
             width: lx.n_classes(),
             steps: vec![LexStep {
                 next: NONE,
@@ -718,7 +741,7 @@ impl LexCache {
         let id = self.states.intern((pend, shadows));
         let need = (id as usize + 1) * self.width;
         if self.trans.len() < need {
-            self.trans.resize(need, 0);
+            self.trans.grow(need);
             self.taken.resize(id as usize + 1, 0);
             self.quiet.resize(id as usize + 1, 0);
         }
@@ -817,7 +840,7 @@ impl LexCache {
     pub fn step(&mut self, lx: &Lexer, lex: u32, byte: u8) -> usize {
         let class = lx.class_of(byte);
         let slot = lex as usize * self.width + usize::from(class);
-        let hit = self.trans[slot];
+        let hit = self.trans.get(slot);
         if hit != 0 {
             return hit as usize - 1;
         }
@@ -829,7 +852,7 @@ impl LexCache {
                 self.steps.len() - 1
             }
         };
-        self.trans[slot] = idx as u32 + 1;
+        self.trans.set(slot, idx as u32 + 1);
         idx
     }
 
@@ -1343,6 +1366,28 @@ mod tests {
             assert_eq!(s as usize, n);
             assert!(lx.accepts(s) && lx.next_byte(s, b'a') == 0);
             assert_eq!(lx.live_map().1, 1); // 'a' alone leads anywhere
+                                            // the lexer-state machine along the chain: a step each, numbered past 65,535 when
+                                            // n is, so its table of steps turns u32 on the way, and the steps known stay known
+            let mut c = LexCache::new(&lx);
+            let first = c.state(vec![1], 0);
+            let mut lex = first;
+            let mut taken = Vec::new();
+            for _ in 1..n - 1 {
+                let st = c.step(&lx, lex, b'a');
+                assert_ne!(st, 0);
+                taken.push((lex, st));
+                lex = c.steps[st].next;
+            }
+            // (the last 'a' closes the lexeme, which nothing can go on from)
+            assert_eq!(c.states.values[lex as usize].0, vec![n as u32 - 1]);
+            assert_eq!(
+                matches!(c.trans, CellVec::Wide(_)),
+                c.steps.len() > usize::from(u16::MAX)
+            );
+            for &(lex, st) in taken.iter().step_by(997) {
+                assert_eq!(c.step(&lx, lex, b'a'), st);
+                assert_eq!(c.step(&lx, lex, b'b'), 0);
+            }
         }
     }
 
