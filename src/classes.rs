@@ -238,28 +238,23 @@ impl ByteClasses {
     /// the bytes every state dies on sent to [`crate::trie::DROPPED`] (no legal token holds one),
     /// and how many bytes are left. Only for fewer than 255 classes (class 255 is then unused).
     pub fn live_map(&self, table: &[u32]) -> ([u8; 256], usize) {
-        let mut live = vec![false; self.count];
+        let mut dead = vec![true; self.count];
         for row in table.chunks_exact(self.count) {
-            for (l, &t) in live.iter_mut().zip(row) {
-                *l |= t != 0;
+            for (d, &t) in dead.iter_mut().zip(row) {
+                *d &= t == 0;
             }
         }
-        self.live_map_of(&live)
-    }
-
-    /// [`ByteClasses::live_map`] given which classes are live (`live[c]`).
-    pub fn live_map_of(&self, live: &[bool]) -> ([u8; 256], usize) {
         let mut map = self.map;
-        let mut n_live = 256;
+        let mut live = 256;
         if self.count < usize::from(crate::trie::DROPPED) {
             for m in map.iter_mut() {
-                if !live[usize::from(*m)] {
+                if dead[usize::from(*m)] {
                     *m = crate::trie::DROPPED;
-                    n_live -= 1;
+                    live -= 1;
                 }
             }
         }
-        (map, n_live)
+        (map, live)
     }
 
     /// The identity map (every byte its own class): the plain byte trie.

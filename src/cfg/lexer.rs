@@ -1365,9 +1365,11 @@ mod tests {
             }
             assert_eq!(s as usize, n);
             assert!(lx.accepts(s) && lx.next_byte(s, b'a') == 0);
-            assert_eq!(lx.live_map().1, 1); // 'a' alone leads anywhere
-                                            // the lexer-state machine along the chain: a step each, numbered past 65,535 when
-                                            // n is, so its table of steps turns u32 on the way, and the steps known stay known
+            // 'a' alone leads anywhere
+            assert_eq!(lx.live_map().1, 1);
+
+            // the lexer-state machine along the chain: a step each, numbered past 65,535 when n
+            // is, so its table of steps turns u32 on the way, and the steps known stay known
             let mut c = LexCache::new(&lx);
             let first = c.state(vec![1], 0);
             let mut lex = first;
