@@ -149,25 +149,65 @@ UNKEPT_LITERAL_CHARS = 64
 
 
 def table_bytes(dfa: Any) -> int:
-    """The bytes of a DFA's transition table and accepting flags: what :func:`automaton` weighs.
-    (Its byte classes and table by class, :meth:`~grammarmask.automata.DFA.class_table`, are a few
-    columns beside the 256 and not weighed: weighed, they pushed the DFAs of a schema's string of
-    maxLength 4,096 out of the cache over JSONSchemaBench's sample: its compile took 70 ms, not 35.)"""
+    """The bytes of a DFA's transition table and accepting flags: what :func:`automaton` weighs a
+    DFA it keeps whole by. (Its byte classes and table by class,
+    :meth:`~grammarmask.automata.DFA.class_table`, are a few columns beside the 256 and not weighed:
+    weighed, they pushed the DFAs of a schema's string of maxLength 4,096 out of the cache over
+    JSONSchemaBench's sample: its compile took 70 ms, not 35.)"""
     return int(dfa.transitions.nbytes + dfa.accepting.nbytes)
+
+
+#: a DFA whose table takes at least this many bytes is kept in :func:`automata` by byte class
+#: (:class:`_ByClass`) and made dense again at each hit: a JSON string of maxLength 256 is 5.2 MB
+#: dense and 0.45 MB over its 22 classes; made dense again in 0.9 ms, where building it takes 34
+BY_CLASS_BYTES = 256 << 10
+
+
+class _ByClass:
+    """A large DFA as :func:`automata` keeps it: :meth:`~grammarmask.automata.DFA.class_table` and
+    the start state."""
+
+    __slots__ = ("parts", "start")
+
+    def __init__(self, dfa: Any) -> None:
+        self.parts: tuple[bytes, int, bytes, bytes] = dfa.class_table()
+        self.start: int = dfa.start
+
+    @property
+    def nbytes(self) -> int:
+        classes, _, table, accepting = self.parts
+        return len(classes) + len(table) + len(accepting)
+
+    def dfa(self) -> Any:
+        from .automata.dfa import DFA
+
+        classes, k, table, accepting = self.parts
+        return DFA.from_class_table(classes, k, table, accepting, self.start)
 
 
 def automaton(key: Hashable, make: Callable[[], T]) -> T:
     """The automaton kept under ``key`` (a tuple naming the builder and its arguments) in the
     process-wide cache of :func:`automata`, made by ``make()`` and kept if missing. ``make`` must
-    return a DFA and depend on nothing but ``key``; an exception it raises is not kept."""
+    return a DFA and depend on nothing but ``key``; an exception it raises is not kept. A large DFA
+    is kept by byte class (:data:`BY_CLASS_BYTES`): each hit hands out a new, equal DFA."""
     seen = getattr(_recording, "seen", None)
     if seen is not None:  # recording: made afresh, so that the automata it is made of are asked too
         if key not in seen:
             seen[key] = make()
         got: T = seen[key]
         return got
-    got = automata().get_or_make(key, make, table_bytes)
-    return got
+    cache = automata()
+    hit = cache.get(key)
+    if hit is not None:
+        return hit.dfa() if type(hit) is _ByClass else hit  # type: ignore[no-any-return]
+    made = make()
+    size = table_bytes(made)
+    if size >= BY_CLASS_BYTES:
+        kept = _ByClass(made)
+        cache.put(key, kept, kept.nbytes)
+    else:
+        cache.put(key, made, size)
+    return made
 
 
 _recording = threading.local()  # .seen: the automata recording_automata records in this thread

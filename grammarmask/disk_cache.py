@@ -50,8 +50,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-import numpy as np
-
 __all__ = ["code_hash", "directory", "flush", "load", "load_or_make", "made_once", "max_bytes", "store",
            "store_later", "sweep"]
 
@@ -328,11 +326,7 @@ _PACK_STATES = 64
 def _unpack_dfa(classes: bytes, k: int, table: bytes, accepting: bytes, start: int) -> Any:
     from .automata.dfa import DFA
 
-    by_class = np.frombuffer(table, dtype=np.int32).reshape(-1, k)
-    columns = np.frombuffer(classes, dtype=np.uint8)
-    d = DFA(by_class[:, columns], np.frombuffer(accepting, dtype=np.bool_), start)
-    object.__setattr__(d, "_class_table", (classes, k, table, accepting))  # as class_table() makes it
-    return d
+    return DFA.from_class_table(classes, k, table, accepting, start)
 
 
 def made_once(kind: str, key: Hashable, make: Callable[[], T], making: threading.local) -> T | None:

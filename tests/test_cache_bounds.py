@@ -151,3 +151,28 @@ def test_a_compiled_json_schema_lets_go_of_its_ir_and_makes_the_same_again() -> 
     assert built.keys() == remade.keys()
     for k, v in built.items():
         assert np.array_equal(v, remade[k]) if isinstance(v, np.ndarray) else v == remade[k], k
+
+
+def test_a_large_automaton_is_kept_by_byte_class(small_automata: cache.Lru[object, object]) -> None:
+    """A DFA over ``BY_CLASS_BYTES`` of table is kept as its table by class (a JSON string of
+    maxLength 300: 6 MB dense, a tenth of it by class), and a hit hands out an equal DFA without
+    building it again."""
+    from grammarmask.frontends.jsonschema.strings import _quoted_plain
+
+    built: list[DFA] = []
+
+    def make() -> DFA:
+        built.append(_quoted_plain(0, 300, 100_000))
+        return built[-1]
+
+    first = cache.automaton(("test-string", 300), make)
+    assert cache.table_bytes(first) >= cache.BY_CLASS_BYTES
+    assert small_automata.nbytes * 8 < cache.table_bytes(first)
+    again = cache.automaton(("test-string", 300), make)
+    assert len(built) == 1 and again is not first
+    assert np.array_equal(again.transitions, first.transitions)
+    assert np.array_equal(again.accepting, first.accepting) and again.start == first.start
+    assert again.matches(b'"' + "é".encode() * 300 + b'"') and not again.matches(b'"' + b"a" * 301 + b'"')
+    # a small one is kept as it is: a hit hands out the same object
+    small = cache.automaton(("test-small",), lambda: _quoted_plain(0, 3, 100))
+    assert cache.automaton(("test-small",), lambda: pytest.fail("made again")) is small

@@ -147,6 +147,16 @@ class DFA:
             object.__setattr__(self, "_class_table", got)
         return got
 
+    @classmethod
+    def from_class_table(cls, classes: bytes, k: int, table: bytes, accepting: bytes, start: int) -> DFA:
+        """The DFA that :meth:`class_table` ``(classes, k, table, accepting)`` and ``start`` describe,
+        its table made dense again; it keeps that class table."""
+        by_class = np.frombuffer(table, dtype=np.int32).reshape(-1, k)
+        columns = np.frombuffer(classes, dtype=np.uint8)
+        d = cls(by_class[:, columns], np.frombuffer(accepting, dtype=np.bool_), start)
+        object.__setattr__(d, "_class_table", (classes, k, table, accepting))  # as class_table() makes it
+        return d
+
     def _known_classes(
         self, src: npt.NDArray[np.integer], byte: npt.NDArray[np.integer], dst: npt.NDArray[np.integer]
     ) -> DFA:
