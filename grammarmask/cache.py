@@ -10,8 +10,9 @@ vocabulary: :func:`automaton` keeps the automata (byte DFAs) the front ends buil
 that equal terminals of later grammars (JSON strings and numbers, keys, patterns) are not built again.
 Bounded by ``Limits.shared_automata`` entries and ``Limits.shared_automata_bytes`` bytes of tables,
 as the limits in force at its first use say: a DFA's table is 1 KB a state, and a bounded string of a
-schema (``maxLength: 5000``) alone is 5 MB, so a cache bounded only by its number of entries held
-hundreds of MB after a few hundred distinct schemas (``benchmarks/soak_schemas.py``).
+schema (``maxLength: 256``) alone is 5 MB, so a cache bounded only by its number of entries held
+hundreds of MB after a few hundred distinct schemas (``benchmarks/soak_schemas.py``). Tables of 256
+KB or more are kept by byte class (a tenth of that string's).
 """
 
 from __future__ import annotations
