@@ -342,14 +342,23 @@ impl Groups {
 #[derive(Default)]
 struct BuildScratch {
     items: HashSet<u64>,
+    /// the slots of the origins, once there are more than [`FEW_ORIGINS`] (else `origins` is
+    /// searched: most sets have a handful, and hashing each item's origin cost more)
     slot_of: HashMap<*const ESet, u32>,
-    predicted: HashSet<u32>,
-    parts: Vec<(u64, u64)>,
+    origins: Vec<Arc<ESet>>,
+    /// bit `z`: nonterminal `z` predicted (those set are listed in `pred`, which clears them)
+    predicted: Vec<u64>,
     pred: Vec<u32>,
+    agenda: Vec<(u32, Arc<ESet>)>,
+    parts: Vec<(u64, u64)>,
     key: Vec<u64>,
     scan: Vec<(u32, u64)>,
     waiting: Vec<(u32, u64)>,
+    pend: Vec<u32>,
 }
+
+/// Origins of a set found by searching them, before a map of their slots is made.
+const FEW_ORIGINS: usize = 16;
 
 /// Items a thread's scratch keeps room for between builds.
 const SCRATCH_KEPT: usize = 1 << 14;
@@ -369,12 +378,17 @@ impl BuildScratch {
         }
         s.items.clear();
         s.slot_of.clear();
-        s.predicted.clear();
-        s.parts.clear();
+        s.origins.clear();
+        for &z in &s.pred {
+            s.predicted[z as usize / 64] = 0;
+        }
         s.pred.clear();
+        s.agenda.clear();
+        s.parts.clear();
         s.key.clear();
         s.scan.clear();
         s.waiting.clear();
+        s.pend.clear();
         s
     }
 
@@ -438,16 +452,21 @@ fn origin_part(sigs: &mut Sigs, g: &Grammar, origin: &Arc<ESet>, a: u32) -> u64 
     if !g.ends_rule[a as usize] {
         return origin.osig;
     }
-    match origin.leo_item(g, sigs, a) {
-        Some((_, part)) => part,
-        None => origin.osig,
-    }
+    // (the memo's answer read in place: most are asked before, and the item is not wanted here)
+    let known = lock(&origin.leo)
+        .get(&a)
+        .map(|leo| leo.as_ref().map(|&(_, part)| part));
+    let part = match known {
+        Some(part) => part,
+        None => origin.leo_item(g, sigs, a).map(|(_, part)| part),
+    };
+    part.unwrap_or(origin.osig)
 }
 
 impl ESet {
     /// `E_0`: the predictions of the start symbol.
     pub fn initial(cx: &mut Ctx<'_>) -> Result<Arc<ESet>, CfgError> {
-        ESet::build(cx, 0, Vec::new(), Some(cx.g.start))
+        ESet::build(cx, 0, None, Some(cx.g.start))
     }
 
     /// The terminals this set can scan next.
@@ -455,10 +474,12 @@ impl ESet {
         self.scan.contains_key(t)
     }
 
+    /// The set of `index` whose kernel is the items of `from.0` in `from.1`, advanced over the
+    /// symbol they scan (none: `E_0`), with the predictions of `predict`.
     fn build(
         cx: &mut Ctx<'_>,
         index: u32,
-        kernel: Vec<(u32, Arc<ESet>)>,
+        from: Option<(&Arc<ESet>, &[u64])>,
         predict: Option<u32>,
     ) -> Result<Arc<ESet>, CfgError> {
         let g = cx.g;
@@ -468,20 +489,32 @@ impl ESet {
         let BuildScratch {
             items,
             slot_of,
+            origins,
             predicted,
-            parts,
             pred,
+            agenda,
+            parts,
             key,
             scan,
             waiting,
+            pend,
         } = &mut scratch;
-        let mut origins: Vec<Arc<ESet>> = Vec::new();
+        let words = g.n_nonterminals().div_ceil(64);
+        if predicted.len() < words {
+            predicted.resize(words, 0);
+        }
+        let is_predicted =
+            |predicted: &[u64], z: u32| predicted[z as usize / 64] >> (z % 64) & 1 != 0;
         let predict_ = |x: u32,
-                        predicted: &mut HashSet<u32>,
+                        predicted: &mut [u64],
+                        pred: &mut Vec<u32>,
                         scan: &mut Vec<(u32, u64)>,
                         waiting: &mut Vec<(u32, u64)>| {
             for &z in &g.reach[x as usize] {
-                if predicted.insert(z) {
+                let (w, bit) = (z as usize / 64, 1u64 << (z % 64));
+                if predicted[w] & bit == 0 {
+                    predicted[w] |= bit;
+                    pred.push(z);
                     for &(t, d) in &g.own_scan[z as usize] {
                         scan.push((t, u64::from(d) << SHIFT));
                     }
@@ -492,9 +525,19 @@ impl ESet {
             }
         };
         if let Some(x) = predict {
-            predict_(x, predicted, scan, waiting);
+            predict_(x, predicted, pred, scan, waiting);
         }
-        let mut agenda = kernel;
+        if let Some((src, kernel)) = from {
+            agenda.extend(kernel.iter().map(|&it| {
+                let k = (it & SLOT) as usize;
+                let o = if k != 0 {
+                    Arc::clone(&src.origins[k - 1])
+                } else {
+                    Arc::clone(src)
+                };
+                ((it >> SHIFT) as u32 + 1, o)
+            }));
+        }
         let mut accepting = false;
         let mut budget = g.items_per_set;
         while let Some((dot, origin)) = agenda.pop() {
@@ -509,13 +552,26 @@ impl ESet {
                 });
             }
             budget -= 1;
-            let key = Arc::as_ptr(&origin);
-            let k = match slot_of.get(&key) {
-                Some(&k) => k,
+            let known = if origins.len() <= FEW_ORIGINS {
+                origins
+                    .iter()
+                    .position(|o| Arc::ptr_eq(o, &origin))
+                    .map(|j| j as u32 + 1)
+            } else {
+                slot_of.get(&Arc::as_ptr(&origin)).copied()
+            };
+            let k = match known {
+                Some(k) => k,
                 None => {
                     origins.push(Arc::clone(&origin));
                     let k = origins.len() as u32;
-                    slot_of.insert(key, k);
+                    if origins.len() == FEW_ORIGINS + 1 {
+                        for (j, o) in origins.iter().enumerate() {
+                            slot_of.insert(Arc::as_ptr(o), j as u32 + 1);
+                        }
+                    } else if origins.len() > FEW_ORIGINS {
+                        slot_of.insert(Arc::as_ptr(&origin), k);
+                    }
                     k
                 }
             };
@@ -547,8 +603,8 @@ impl ESet {
             } else if sym >= 0 {
                 let y = sym as u32;
                 waiting.push((y, it));
-                if !predicted.contains(&y) {
-                    predict_(y, predicted, scan, waiting);
+                if !is_predicted(predicted, y) {
+                    predict_(y, predicted, pred, scan, waiting);
                 }
                 if g.nullable[y as usize] {
                     agenda.push((dot + 1, origin));
@@ -574,7 +630,6 @@ impl ESet {
             }
         }
         parts.sort_unstable();
-        pred.extend(predicted.iter().copied());
         pred.sort_unstable();
         let waiting_end = parts.partition_point(|&(d, _)| d >> 32 == 0);
         // osig: tag 0, E_0 or not, the waiting parts, the predictions
@@ -593,29 +648,32 @@ impl ESet {
         let sig = cx.sigs.intern(key);
         let scan = Groups::from_pairs(scan);
         let waiting = Groups::from_pairs(waiting);
-        scratch.give_back();
         let lx = cx.lx;
-        let mut pend: Vec<u32> = scan
-            .keys()
-            .map(|t| lx.start[t as usize])
-            .chain(lx.ignore_starts.iter().copied())
-            .filter(|&q| q != 0)
-            .collect();
+        pend.extend(
+            scan.keys()
+                .map(|t| lx.start[t as usize])
+                .chain(lx.ignore_starts.iter().copied())
+                .filter(|&q| q != 0),
+        );
         pend.sort_unstable();
         pend.dedup();
+        // (each moved out at its size, one allocation apiece, the scratch's room kept)
+        let mut kept_origins = Vec::with_capacity(origins.len());
+        kept_origins.append(origins);
         let set = Arc::new(ESet {
             index,
-            origins,
+            origins: kept_origins,
             waiting,
             scan,
             accepting,
             sig,
             osig,
-            pend,
+            pend: pend.to_vec(),
             leo: Mutex::new(HashMap::default()),
             next: Mutex::new(HashMap::default()),
             completion: OnceLock::new(),
         });
+        scratch.give_back();
         if cx.recent_limit > 0 {
             if cx.recent.len() >= cx.recent_limit {
                 cx.recent.pop_front();
@@ -652,6 +710,9 @@ impl ESet {
     /// (iterative: the path may be as long as the output), with its part of signatures. A path
     /// whose top is in the set it starts from is not taken (the set would hold itself).
     fn leo_item(self: &Arc<Self>, g: &Grammar, sigs: &mut Sigs, x: u32) -> Leo {
+        if let Some(known) = self.leo_memo(x) {
+            return known;
+        }
         // (the path's list is this thread's, kept between calls: most paths are a link or two)
         let mut chain = LEO_PATH.take();
         let answer = self.leo_path(g, sigs, x, &mut chain);
@@ -738,19 +799,7 @@ impl ESet {
         if let Some(hit) = lock(&self.next).get(&t).and_then(Weak::upgrade) {
             return Ok(Some(hit));
         }
-        let kernel: Vec<(u32, Arc<ESet>)> = src
-            .iter()
-            .map(|&it| {
-                let k = (it & SLOT) as usize;
-                let o = if k != 0 {
-                    Arc::clone(&self.origins[k - 1])
-                } else {
-                    Arc::clone(self)
-                };
-                ((it >> SHIFT) as u32 + 1, o)
-            })
-            .collect();
-        let nxt = ESet::build(cx, self.index + 1, kernel, None)?;
+        let nxt = ESet::build(cx, self.index + 1, Some((self, src)), None)?;
         lock(&self.next).insert(t, Arc::downgrade(&nxt));
         Ok(Some(nxt))
     }

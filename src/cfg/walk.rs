@@ -624,7 +624,8 @@ fn loop_sets(mut t: u8) -> impl Iterator<Item = usize> {
 }
 
 /// The block of loop set `k` that holds trie node `i`, kept in `blocks[k]` for the next ask.
-#[inline]
+/// (Inlined always: a call per trie node, where the walk asks it, was 8 % of SQL's first masks.)
+#[inline(always)]
 fn block_of<'a, 'b>(
     on: &OnTrie<'a>,
     blocks: &'b mut [Block<'a>; MAX_LOOPS],
