@@ -1,5 +1,5 @@
-"""The native extension's third-party notices: THIRD_PARTY_LICENSES.txt names every crate linked into
-it, as the locked crates give, and ships in wheels and sdists."""
+"""The native extension's third-party notices: THIRD_PARTY_LICENSES.txt quotes the license of every
+crate linked into it, as the locked crates give, and ships in wheels and sdists."""
 
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ def test_the_notices_ship_with_the_package() -> None:
 
 @pytest.mark.skipif(shutil.which("cargo") is None, reason="needs cargo, which building the engine needs")
 def test_the_notices_are_what_the_locked_crates_give() -> None:
-    """Regenerated from ``cargo metadata`` (offline, the build fetched the crates): a crate added,
-    removed or updated without re-running the tool fails here."""
+    """Every crate this platform's build links (``cargo metadata`` offline, for the host: the build
+    fetched exactly those) is in the file with its license as written: a crate added or updated
+    without re-running the tool fails here."""
     run = subprocess.run([sys.executable, str(TOOL), "--check"], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
