@@ -1026,6 +1026,129 @@ mod tests {
         assert_eq!(run(&g, &lx, &[0, 0]), None);
     }
 
+    /// Textbook Earley over `rules` ((lhs, rhs): a symbol `>= 0` a nonterminal, else `!terminal`):
+    /// after each terminal of `terms`, None when no item scans it, else whether `start` derives
+    /// the whole input. Sets of (rule, dot, origin) closed by predicting and completing until
+    /// nothing changes: no Leo, no nullable shortcut, no signatures.
+    fn textbook(rules: &[(u32, Vec<i32>)], start: u32, terms: &[u32]) -> Option<bool> {
+        use std::collections::BTreeSet;
+        let close = |sets: &mut Vec<BTreeSet<(usize, usize, usize)>>, i: usize| loop {
+            let before = sets[i].len();
+            let items: Vec<_> = sets[i].iter().copied().collect();
+            for (r, d, o) in items {
+                match rules[r].1.get(d) {
+                    Some(&y) if y >= 0 => {
+                        for (r2, rule) in rules.iter().enumerate() {
+                            if rule.0 == y as u32 {
+                                sets[i].insert((r2, 0, i));
+                            }
+                        }
+                    }
+                    Some(_) => {}
+                    None => {
+                        let x = rules[r].0 as i32;
+                        let waiting: Vec<_> = sets[o]
+                            .iter()
+                            .filter(|&&(r2, d2, _)| rules[r2].1.get(d2) == Some(&x))
+                            .copied()
+                            .collect();
+                        for (r2, d2, o2) in waiting {
+                            sets[i].insert((r2, d2 + 1, o2));
+                        }
+                    }
+                }
+            }
+            if sets[i].len() == before {
+                break;
+            }
+        };
+        let mut sets = vec![BTreeSet::new()];
+        for (r, rule) in rules.iter().enumerate() {
+            if rule.0 == start {
+                sets[0].insert((r, 0, 0));
+            }
+        }
+        close(&mut sets, 0);
+        for (i, &t) in terms.iter().enumerate() {
+            let next: BTreeSet<_> = sets[i]
+                .iter()
+                .filter(|&&(r, d, _)| rules[r].1.get(d) == Some(&!(t as i32)))
+                .map(|&(r, d, o)| (r, d + 1, o))
+                .collect();
+            if next.is_empty() {
+                return None;
+            }
+            sets.push(next);
+            close(&mut sets, i + 1);
+        }
+        let n = terms.len();
+        Some(
+            sets[n]
+                .iter()
+                .any(|&(r, d, o)| o == 0 && rules[r].0 == start && d == rules[r].1.len()),
+        )
+    }
+
+    #[test]
+    fn random_grammars_agree_with_textbook_earley() {
+        // small random grammars (ambiguous, nullable, left and right recursive), random inputs:
+        // the persistent sets (Leo, nullable shortcut, origins by slot, signatures) recognise
+        // what textbook Earley does, and some sets hold more origins than FEW_ORIGINS
+        let lx = bytes_lexer(3);
+        let mut rng = crate::test_rng::Rng(0x0123_4567_89ab_cdef);
+        let mut most_origins = 0;
+        for _ in 0..400 {
+            let n_nt = 1 + rng.below(3);
+            let mut rules: Vec<(u32, Vec<i32>)> =
+                (0..n_nt as u32).map(|x| (x, Vec::new())).collect();
+            for _ in 0..1 + rng.below(6) {
+                let len = rng.below(4);
+                let rhs = (0..len)
+                    .map(|_| {
+                        if rng.below(2) == 0 {
+                            rng.below(n_nt) as i32
+                        } else {
+                            !(rng.below(3) as i32)
+                        }
+                    })
+                    .collect();
+                rules.push((rng.below(n_nt) as u32, rhs));
+            }
+            // (every nonterminal's first rule a terminal: the language is seldom empty)
+            for (x, rule) in rules.iter_mut().take(n_nt).enumerate() {
+                rule.1 = vec![!((x % 3) as i32)];
+            }
+            rules.sort_by_key(|r| r.0);
+            let lhs: Vec<i64> = rules.iter().map(|r| i64::from(r.0)).collect();
+            let mut ptr = vec![0i64];
+            let mut rhs: Vec<i64> = Vec::new();
+            for r in &rules {
+                rhs.extend(r.1.iter().map(|&s| i64::from(s)));
+                ptr.push(rhs.len() as i64);
+            }
+            let g = Grammar::new(n_nt, 3, &lhs, &ptr, &rhs, 0, 1_000_000).unwrap();
+            for _ in 0..8 {
+                let terms: Vec<u32> = (0..rng.below(40)).map(|_| rng.below(3) as u32).collect();
+                let expected = textbook(&rules, 0, &terms);
+                assert_eq!(run(&g, &lx, &terms), expected, "{rules:?} {terms:?}");
+                let mut held = Held::new(1 << 16);
+                let mut cx = held.cx(&g, &lx, 0);
+                let mut e = ESet::initial(&mut cx).unwrap();
+                for &t in &terms {
+                    match e.advance(&mut cx, t).unwrap() {
+                        Some(next) => e = next,
+                        None => break,
+                    }
+                    most_origins = most_origins.max(e.origins.len());
+                }
+            }
+        }
+        assert!(
+            most_origins > FEW_ORIGINS + 8,
+            "{most_origins} origins at most"
+        );
+    }
+
     #[test]
     fn ambiguity_hits_the_item_budget() {
         // s -> s s | "a": n**2 / 2 items after n lexemes
