@@ -10,6 +10,7 @@ past the cap the caller refuses the keyword.
 
 from __future__ import annotations
 
+import bisect
 import re
 from functools import reduce
 from typing import Any
@@ -164,39 +165,74 @@ def _atoms(labels: list[Ranges]) -> list[Ranges]:
         for lo, hi in r:
             cuts.update((lo, hi + 1))
     bounds = sorted(cuts)
-    sig: dict[tuple[bool, ...], Ranges] = {}
-    for lo, hi1 in zip(bounds, bounds[1:]):
+    # the labels holding each interval between cuts, each distinct label marked on the intervals
+    # of its ranges (a declared key's every character is a label: reading every label for every
+    # interval was most of a large schema's refusal)
+    inside: list[list[int]] = [[] for _ in bounds]
+    for j, lab in enumerate(dict.fromkeys(tuple(r) for r in labels)):
+        for lo, hi in lab:
+            for iv in range(bisect.bisect_left(bounds, lo), bisect.bisect_left(bounds, hi + 1)):
+                if not inside[iv] or inside[iv][-1] != j:  # (once, should its ranges overlap)
+                    inside[iv].append(j)
+    sig: dict[tuple[int, ...], Ranges] = {}
+    for iv, (lo, hi1) in enumerate(zip(bounds, bounds[1:])):
         if not any(a <= lo <= b for a, b in _SIGMA):
             continue
-        key = tuple(any(a <= lo <= b for a, b in r) for r in labels)
-        sig.setdefault(key, []).append((lo, hi1 - 1))
+        sig.setdefault(tuple(inside[iv]), []).append((lo, hi1 - 1))
     return [_norm(v) for v in sig.values()]
 
 
 def _determinize(n: _NFA, s0: int, f: int, atoms: list[Ranges]) -> _DFA:
+    # Each labelled edge is read once for the atoms it takes (an atom is in a label or outside it:
+    # they refine every label), so a subset's row is one pass over its states' moves; a target set
+    # met again reuses its closure. (Testing every atom against every edge of every state of each
+    # subset took 2-3 s on JSONSchemaBench's o12344 before the schema was refused.)
+    reps = [a[0][0] for a in atoms]
+    by_rep = sorted(range(len(reps)), key=reps.__getitem__)
+    sorted_reps = [reps[k] for k in by_rep]
+    taken: dict[tuple[tuple[int, int], ...], list[int]] = {}  # a label's atoms, ascending
+
+    def atoms_in(lab: Ranges) -> list[int]:
+        key = tuple(lab)
+        got = taken.get(key)
+        if got is None:
+            got = taken[key] = sorted(
+                by_rep[i] for x, y in lab
+                for i in range(bisect.bisect_left(sorted_reps, x), bisect.bisect_right(sorted_reps, y))
+            )
+        return got
+
+    moves: list[list[tuple[int, int]]] = []  # per NFA state: (atom, target) of its labelled edges
+    for edges in n.edges:
+        moves.append([(k, b) for lab, b in edges if lab for k in atoms_in(lab)])
+    closures: dict[frozenset[int], frozenset[int]] = {}
+
     def closure(states: frozenset[int]) -> frozenset[int]:
+        got = closures.get(states)
+        if got is not None:
+            return got
         todo, seen = list(states), set(states)
         while todo:
             for lab, b in n.edges[todo.pop()]:
                 if lab is None and b not in seen:
                     seen.add(b)
                     todo.append(b)
-        return frozenset(seen)
+        got = closures[states] = frozenset(seen)
+        return got
 
-    reps = [a[0][0] for a in atoms]
     start = closure(frozenset([s0]))
     index = {start: 0}
     order = [start]
     delta: list[list[int]] = []
     i = 0
     while i < len(order):
-        cur = order[i]
+        targets: list[set[int]] = [set() for _ in reps]
+        for s in order[i]:
+            for k, b in moves[s]:
+                targets[k].add(b)
         row = []
-        for cp in reps:
-            nxt = frozenset(
-                b for s in cur for lab, b in n.edges[s] if lab and any(x <= cp <= y for x, y in lab)
-            )
-            tgt = closure(nxt)
+        for nxt in targets:
+            tgt = closure(frozenset(nxt))
             if tgt not in index:
                 index[tgt] = len(order)
                 order.append(tgt)
