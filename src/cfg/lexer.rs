@@ -241,7 +241,9 @@ impl Lexer {
         })
     }
 
-    /// The combined transition table by class (`table[s * n_classes + c]`), as `u32`.
+    /// The combined transition table by class (`table[s * n_classes + c]`), as `u32` (for tests:
+    /// the engine reads cells through [`Lexer::next`]).
+    #[cfg(test)]
     pub fn table(&self) -> Vec<u32> {
         (0..self.table.len()).map(|i| self.table.get(i)).collect()
     }
