@@ -27,7 +27,10 @@ def test_the_notices_ship_with_the_package() -> None:
     assert "Copyright (c) 2018-2025 Microsoft Corporation, Daan Leijen" in text
 
 
-@pytest.mark.skipif(shutil.which("cargo") is None, reason="needs cargo, which building the engine needs")
+@pytest.mark.skipif(
+    shutil.which("cargo") is None,
+    reason="reads the crates cargo fetched to build the engine: an install from a wheel has neither",
+)
 def test_the_notices_are_what_the_locked_crates_give() -> None:
     """Every crate this platform's build links (``cargo metadata`` offline, for the host: the build
     fetched exactly those) is in the file with its license as written: a crate added or updated
