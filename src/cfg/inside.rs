@@ -374,7 +374,7 @@ fn walk_lexer(
     words: &mut [u32],
     closes: &mut Vec<(u32, u32)>,
 ) -> (usize, usize) {
-    let mut scan = Scan::new(trie);
+    let mut scan = Scan::new(trie, lx, reps);
     let start = (lex, 1, trie.n_nodes());
     scan.walk(lc, lx, trie, reps, loops, start, from, words, closes);
     (scan.walked + scan.passed, scan.walked)
@@ -396,9 +396,10 @@ pub(super) struct Scan {
 }
 
 impl Scan {
-    pub(super) fn new(trie: &TokenTrie) -> Self {
+    /// A scan of `trie`, whose labels stand for the bytes `reps` in `lx`'s classes.
+    pub(super) fn new(trie: &TokenTrie, lx: &Lexer, reps: &[u8]) -> Self {
         Scan {
-            rows: Rows::default(),
+            rows: Rows::take(lx, reps),
             runs: [0; MAX_LOOPS],
             levels: vec![0; trie.max_depth + 1],
             walked: 0,
@@ -448,15 +449,19 @@ impl Scan {
             let d = depth[i] as usize;
             let c = label[i];
             let row = levels[d - 1];
-            let mut e = rows.table[row as usize * 256 + usize::from(c)];
+            let mut e =
+                rows.table[row as usize * rows.width + usize::from(rows.col[usize::from(c)])];
             if e == 0 {
                 e = rows.fill(lc, lx, row, c, reps[usize::from(c)]);
             }
-            if e & DEAD != 0 {
+            if e & ALIVE == 0 {
                 i = end[i] as usize;
                 continue;
             }
-            let next = e as u32;
+            let next = match e >> 2 {
+                0 => NONE,
+                r => r - 1,
+            };
             if d >= from {
                 if e & CLOSES != 0 {
                     let st = lc.step(lx, rows.lexes[row as usize], reps[usize::from(c)]);
@@ -488,16 +493,37 @@ impl Scan {
     }
 }
 
-/// The steps of the lexer states one walk meets, by trie label: `table[row * 256 + label]` is 0
-/// until computed, else [`DEAD`], or the row of the lexer state after it ([`NONE`]: the lexemes
-/// cannot go on) with [`CLOSES`] when one can close there.
-#[derive(Default)]
+/// The steps of the lexer states one walk meets, by the lexer's class of the trie label:
+/// `table[row * width + col[label]]` is 0 until computed, else [`DEAD`], or [`ALIVE`] with the row
+/// of the lexer state after it plus one (from bit 2 on; 0: the lexemes cannot go on) and
+/// [`CLOSES`] when one can close there. A row is a cell a class, not a byte: a bounded string's
+/// walk meets hundreds of lexer states (a state per length, and the states inside its escapes and
+/// characters), and rows of 256 `u64` cells (2 KB, against 88 `u32` for a JSON Schema's lexer) left
+/// L2 for memory and were copied as the table grew. The rows' memory is kept per thread between
+/// walks ([`ROWS`]).
 struct Rows {
-    table: Vec<u64>,
+    table: Vec<u32>,
+    /// cells a row: the lexer's classes
+    width: usize,
+    /// the lexer's class of each trie label
+    col: [u8; 256],
     lexes: Vec<u32>,
     row_of: rustc_hash::FxHashMap<u32, u32>,
     /// per row, [`LexCache::takes_quietly`] of its lexer state ([`QUIET_UNKNOWN`] until asked)
     quiet: Vec<u16>,
+}
+
+impl Default for Rows {
+    fn default() -> Self {
+        Rows {
+            table: Vec::new(),
+            width: 0,
+            col: [0; 256],
+            lexes: Vec::new(),
+            row_of: Default::default(),
+            quiet: Vec::new(),
+        }
+    }
 }
 
 const QUIET_UNKNOWN: u16 = 1 << 8;
@@ -535,11 +561,42 @@ fn runs_below(
     false
 }
 
-const COMPUTED: u64 = 1 << 32;
-const DEAD: u64 = 1 << 33;
-const CLOSES: u64 = 1 << 34;
+const DEAD: u32 = 1;
+const ALIVE: u32 = 2;
+const CLOSES: u32 = 1;
+
+thread_local! {
+    /// A [`Rows`] kept per thread between walks, emptied, its memory kept (below [`ROWS_KEPT`]).
+    static ROWS: std::cell::Cell<Option<Rows>> = const { std::cell::Cell::new(None) };
+}
+
+/// Cells (4 MB) past which a walk's [`Rows`] are let go rather than kept for the thread's next.
+const ROWS_KEPT: usize = 1 << 20;
+
+impl Drop for Scan {
+    fn drop(&mut self) {
+        let rows = std::mem::take(&mut self.rows);
+        if rows.table.capacity() <= ROWS_KEPT {
+            ROWS.set(Some(rows));
+        }
+    }
+}
 
 impl Rows {
+    /// This thread's kept rows, emptied, for a walk of labels `reps` with `lx`.
+    fn take(lx: &Lexer, reps: &[u8]) -> Rows {
+        let mut rows = ROWS.take().unwrap_or_default();
+        rows.table.clear();
+        rows.lexes.clear();
+        rows.row_of.clear();
+        rows.quiet.clear();
+        rows.width = lx.n_classes();
+        for (col, &b) in rows.col.iter_mut().zip(reps) {
+            *col = lx.class_of(b);
+        }
+        rows
+    }
+
     /// The row of lexer state `lex` (made empty when new).
     fn row(&mut self, lex: u32) -> u32 {
         if let Some(&r) = self.row_of.get(&lex) {
@@ -548,7 +605,7 @@ impl Rows {
         let r = self.lexes.len() as u32;
         self.lexes.push(lex);
         self.quiet.push(QUIET_UNKNOWN);
-        self.table.resize(self.table.len() + 256, 0);
+        self.table.resize(self.table.len() + self.width, 0);
         self.row_of.insert(lex, r);
         r
     }
@@ -574,16 +631,17 @@ impl Rows {
     }
 
     /// Compute the entry of row `row` by trie label `c` (byte `byte`).
-    fn fill(&mut self, lc: &mut LexCache, lx: &Lexer, row: u32, c: u8, byte: u8) -> u64 {
+    fn fill(&mut self, lc: &mut LexCache, lx: &Lexer, row: u32, c: u8, byte: u8) -> u32 {
         let st = lc.step(lx, self.lexes[row as usize], byte);
         let e = if st == 0 {
-            COMPUTED | DEAD
+            DEAD
         } else {
             let (next, closes) = (lc.steps[st].next, !lc.steps[st].closes.is_empty());
-            let next = if next == NONE { NONE } else { self.row(next) };
-            COMPUTED | u64::from(next) | if closes { CLOSES } else { 0 }
+            let next = if next == NONE { 0 } else { self.row(next) + 1 };
+            ALIVE | next << 2 | if closes { CLOSES } else { 0 }
         };
-        self.table[row as usize * 256 + usize::from(c)] = e;
+        let col = usize::from(self.col[usize::from(c)]);
+        self.table[row as usize * self.width + col] = e;
         e
     }
 }

@@ -313,8 +313,8 @@ impl Lexer {
         self.accepting[q as usize]
     }
 
-    /// The states after each class from `s`.
-    #[inline]
+    /// The states after each class from `s` (the tests' reference for [`Lexer::row_runs`]).
+    #[cfg(test)]
     fn row(&self, s: u32) -> impl Iterator<Item = u32> + '_ {
         (0..self.classes.count).map(move |c| self.next(s, c as u8))
     }
@@ -455,20 +455,42 @@ impl Lexer {
         }
     }
 
-    /// State `s`'s row as runs of classes leading to one state.
+    /// State `s`'s row as runs of classes leading to one state (made at the first ask, read from
+    /// the cells themselves and allocated once at its size: a bounded string's first comparisons
+    /// make a few hundred rows at once, and pushing them a class at a time was half of such a mask).
     fn row_runs(&self, s: u32) -> &[Run] {
         self.runs[s as usize].get_or_init(|| {
-            let mut runs: Vec<Run> = Vec::new();
-            let mut last = None;
-            for (c, to) in self.row(s).enumerate() {
-                if last != Some(to) {
-                    runs.push(Run { from: c as u32, to });
-                    last = Some(to);
-                }
+            let n = self.classes.count;
+            let at = s as usize * n;
+            match &self.table {
+                CellVec::Narrow(t) => runs_of(&t[at..at + n]),
+                CellVec::Wide(t) => runs_of(&t[at..at + n]),
             }
-            runs.into_boxed_slice()
         })
     }
+}
+
+/// A row of cells (at most 256) as runs of classes leading to one state: one pass into a buffer
+/// on the stack, then one allocation at the size.
+fn runs_of<T: Copy + PartialEq + Into<u32>>(row: &[T]) -> Box<[Run]> {
+    let mut buf = [Run { from: 0, to: 0 }; 256];
+    let mut k = 0;
+    if let Some(&first) = row.first() {
+        buf[0].to = first.into();
+        k = 1;
+        let mut last = first;
+        for (c, &to) in row.iter().enumerate().skip(1) {
+            if to != last {
+                buf[k] = Run {
+                    from: c as u32,
+                    to: to.into(),
+                };
+                k += 1;
+                last = to;
+            }
+        }
+    }
+    buf[..k].into()
 }
 
 /// Per state: whether a non-empty path reaches an accepting state, and whether some path (the

@@ -444,11 +444,16 @@ impl Slice {
         for form in forms {
             at.clear();
             at.push(q);
+            // (the sets are a few states: kept unsorted, each state judged once; a body's ASCII
+            // characters are most of the lexer's classes, and almost all lead to one state)
             for position in form {
                 next.clear();
                 for &(class, _) in position {
                     for &s in &at {
                         let n = lx.next(s, class);
+                        if next.contains(&n) {
+                            continue;
+                        }
                         // (as a lexer state's step: dead, closing, or unable to finish)
                         if n == 0 || lx.accepts(n) || !lc.can_finish(lx, n, 0, true) {
                             return None;
@@ -456,8 +461,6 @@ impl Slice {
                         next.push(n);
                     }
                 }
-                next.sort_unstable();
-                next.dedup();
                 std::mem::swap(&mut at, &mut next);
             }
             match (at.as_slice(), to) {
@@ -550,7 +553,7 @@ impl Slice {
             words[t as usize >> 5] |= 1 << (t & 31);
         }
         let mut closes = Vec::new();
-        let mut scan = Scan::new(&self.rest);
+        let mut scan = Scan::new(&self.rest, lx, reps);
         // the lexer state after the first bytes of a character last met (starts come grouped)
         let mut after: ([u8; 3], u8, u32) = ([0; 3], 0, lex);
         for &(node, bytes, n) in &self.front.starts {
