@@ -861,6 +861,10 @@ impl LexCache {
     }
 
     /// The step of lexer state `lex` by `byte` (index into `steps`; 0 is the dead step).
+    ///
+    /// (Inlined: a step met before is a table read, and the walks that step node by node, such
+    /// as [`super::inside::Inside::narrow`]'s descent, paid a call's register saves for it.)
+    #[inline]
     pub fn step(&mut self, lx: &Lexer, lex: u32, byte: u8) -> usize {
         let class = lx.class_of(byte);
         let slot = lex as usize * self.width + usize::from(class);
@@ -868,6 +872,12 @@ impl LexCache {
         if hit != 0 {
             return hit as usize - 1;
         }
+        self.new_step(lx, lex, class, slot)
+    }
+
+    /// [`LexCache::step`] the first time `lex` meets `class`: made and kept.
+    #[inline(never)]
+    fn new_step(&mut self, lx: &Lexer, lex: u32, class: u8, slot: usize) -> usize {
         let made = self.make_step(lx, lex, class);
         let idx = match made {
             None => 0,
