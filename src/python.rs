@@ -507,8 +507,7 @@ fn ne_words<'py>(py: Python<'py>, cells: &[u32]) -> PyResult<Bound<'py, PyBytes>
 /// when the state accepts: whether the state allows a token or accepts. A row of
 /// `Matcher.fill_mask` and of a batch alike.
 fn write_row(row: &mut [u32], words: &Packed, state: &CfgState, eos: Option<usize>) -> bool {
-    row.fill(0);
-    words.or_into(row);
+    words.write_into(row);
     let accepting = state.accepting();
     if let (true, Some(eos)) = (accepting, eos) {
         row[eos >> 5] |= 1 << (eos & 31);
