@@ -57,19 +57,22 @@ impl Packed {
         const BLOCK: usize = 16;
         let blocks = words.chunks_exact(BLOCK);
         let tail = blocks.remainder();
-        // (the blocks found first, by an OR of each alone, then counted)
-        let live: Vec<u32> = blocks
-            .enumerate()
-            .filter(|(_, block)| block.iter().fold(0, |a, &w| a | w) != 0)
-            .map(|(k, _)| k as u32)
-            .collect();
         let nonzero = |part: &[u32]| part.iter().filter(|&&w| w != 0).count();
-        let set = nonzero(tail)
-            + live
-                .iter()
-                .map(|&k| nonzero(&words[k as usize * BLOCK..][..BLOCK]))
-                .sum::<usize>();
-        if 2 * set >= words.len() {
+        // (a block is found by an OR of its words, then counted: a row is known dense once half
+        // its words are, before the rest is read; most first masks of a string's body are)
+        let half = words.len().div_ceil(2);
+        let mut set = nonzero(tail);
+        let mut live: Vec<u32> = Vec::new();
+        for (k, block) in blocks.enumerate() {
+            if block.iter().fold(0, |a, &w| a | w) != 0 {
+                set += nonzero(block);
+                if set >= half {
+                    return None;
+                }
+                live.push(k as u32);
+            }
+        }
+        if set >= half {
             return None;
         }
         let mut pairs = Vec::with_capacity(set);
@@ -385,6 +388,24 @@ mod tests {
         assert!(matches!(p, Packed::Sparse { .. }));
         assert_eq!(p.bytes(), 16);
         assert!(matches!(Packed::new(&[1u32; 10]), Packed::Dense(_)));
+        // dense from half the words set on (the count may stop there), wherever they lie
+        let mut rng = Rng(0x5eed_0f70_4e25_0004);
+        for n in 1..300usize {
+            for set in [n.div_ceil(2) - 1, n.div_ceil(2)] {
+                let mut row = vec![0u32; n];
+                let mut left = set;
+                while left > 0 {
+                    let i = rng.below(n);
+                    if row[i] == 0 {
+                        row[i] = 1 + rng.below(1 << 31) as u32;
+                        left -= 1;
+                    }
+                }
+                let dense = matches!(Packed::new(&row), Packed::Dense(_));
+                assert_eq!(dense, 2 * set >= n, "{set} of {n} words set");
+                assert_eq!(Packed::new(&row).to_vec(), row);
+            }
+        }
     }
 
     #[test]
