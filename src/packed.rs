@@ -62,6 +62,9 @@ impl Packed {
         // its words are, before the rest is read; most first masks of a string's body are)
         let half = words.len().div_ceil(2);
         let mut set = nonzero(tail);
+        if set >= half {
+            return None;
+        }
         let mut live: Vec<u32> = Vec::new();
         for (k, block) in blocks.enumerate() {
             if block.iter().fold(0, |a, &w| a | w) != 0 {
@@ -71,9 +74,6 @@ impl Packed {
                 }
                 live.push(k as u32);
             }
-        }
-        if set >= half {
-            return None;
         }
         let mut pairs = Vec::with_capacity(set);
         let mut push = |from: usize, part: &[u32]| {
