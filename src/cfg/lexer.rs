@@ -689,6 +689,9 @@ pub struct LexCache {
     /// per lexer state, the loop sets it is known about (high byte) and takes (low byte)
     /// ([`LexCache::takes`])
     taken: Vec<u16>,
+    /// per DFA state asked, the loop sets it is known about (high byte) and keeps alive by
+    /// itself (low byte) ([`LexCache::keeps`])
+    keeps: HashMap<u32, u16>,
     /// per lexer state, the loop sets it is known about (high byte) and takes quietly (low byte)
     /// ([`LexCache::takes_quietly`])
     quiet: Vec<u16>,
@@ -715,6 +718,7 @@ impl LexCache {
             shadow_step: HashMap::default(),
             finish: HashMap::default(),
             taken: Vec::new(),
+            keeps: HashMap::default(),
             quiet: Vec::new(),
             canonical: HashMap::default(),
             // the empty set: every class lets the cut stand
@@ -936,8 +940,9 @@ impl LexCache {
     /// The loop sets of `lx` ([`Lexer::loops`]) lexer state `lex` takes (bit `k`: set `k`): every
     /// string of their bytes keeps one of its lexemes going. A name's state takes its letters (and
     /// so does the state of a keyword's first letters, which a name shares), a quoted string's
-    /// its characters. Followed through the lexer states such strings reach, at most [`FAMILY`]
-    /// (each of which then takes the set too).
+    /// its characters. Answered by one of its lexemes when that one alone lives on through them
+    /// ([`LexCache::keeps_by_one`]), else followed through the lexer states such strings reach, at
+    /// most [`FAMILY`] (each of which then takes the set too).
     pub fn takes(&mut self, lx: &Lexer, lex: u32) -> u8 {
         let all = (1u16 << lx.loops.len()) - 1;
         let mut known = self.taken[lex as usize];
@@ -946,6 +951,11 @@ impl LexCache {
         }
         for k in 0..lx.loops.len() {
             if known & (0x100 << k) != 0 {
+                continue;
+            }
+            if self.keeps_by_one(lx, lex, k) {
+                known |= 0x101 << k;
+                self.taken[lex as usize] = known;
                 continue;
             }
             match self.family(lx, lex, &lx.loops[k]) {
@@ -963,6 +973,63 @@ impl LexCache {
         }
         debug_assert_eq!(known >> 8, all);
         (known & 0xFF) as u8
+    }
+
+    /// Whether one lexeme `lex` has in progress lives on through every string of loop set `k`, and
+    /// no shadow can cut it short (there are none): then `lex` takes the set. A keyword's first
+    /// letters beside a name's are a new lexer state after each letter, and following them all
+    /// ([`LexCache::family`]) made a step per letter of each (SQL's mask after `orders o`: 1,350
+    /// steps, 40 % of it); the name's DFA state alone answers.
+    fn keeps_by_one(&mut self, lx: &Lexer, lex: u32, k: usize) -> bool {
+        let (pend, sh) = &self.states.values[lex as usize];
+        if *sh != 0 {
+            return false;
+        }
+        (0..pend.len()).any(|i| {
+            let q = self.states.values[lex as usize].0[i];
+            self.keeps(lx, q, k)
+        })
+    }
+
+    /// Whether DFA state `q` lives on through every non-empty string of loop set `k`: each state
+    /// such a string leads to can still accept after another byte (so the lexer state of `q` alone
+    /// finds the lexeme going on, [`LexCache::make_step`]'s `inside`). Followed through at most
+    /// [`FAMILY`] states; memoised for `q` (and, when it does, for the states it leads to).
+    fn keeps(&mut self, lx: &Lexer, q: u32, k: usize) -> bool {
+        let known = self.keeps.get(&q).copied().unwrap_or(0);
+        if known & (0x100 << k) != 0 {
+            return known & (1 << k) != 0;
+        }
+        let set = &lx.loops[k];
+        let mut seen = vec![q];
+        let mut at = 0;
+        let mut lives = true;
+        'search: while at < seen.len() {
+            let r = seen[at];
+            at += 1;
+            for c in 0..lx.n_classes() {
+                if set[c / 64] & (1 << (c % 64)) == 0 {
+                    continue;
+                }
+                let n = lx.next(r, c as u8);
+                if n == 0 || !lx.reaccept[n as usize] {
+                    lives = false;
+                    break 'search;
+                }
+                if !seen.contains(&n) {
+                    if seen.len() == FAMILY {
+                        lives = false;
+                        break 'search;
+                    }
+                    seen.push(n);
+                }
+            }
+        }
+        let marked = if lives { &seen[..] } else { &seen[..1] };
+        for &r in marked {
+            *self.keeps.entry(r).or_insert(0) |= (0x100 | u16::from(lives)) << k;
+        }
+        lives
     }
 
     /// The loop sets lexer state `lex` takes ([`LexCache::takes`]) without a lexeme closing on the
@@ -1181,6 +1248,152 @@ mod tests {
             }
         }
         assert!(compared > 1000);
+    }
+
+    /// Whether every string of at most `len` classes of loop set `k` keeps lexer state `lex`
+    /// going ([`LexCache::takes`]' meaning, up to a length).
+    fn lives_through(lc: &mut LexCache, lx: &Lexer, lex: u32, k: usize, len: usize) -> bool {
+        if len == 0 {
+            return true;
+        }
+        (0..lx.n_classes())
+            .filter(|&c| lx.loops[k][c / 64] >> (c % 64) & 1 != 0)
+            .all(|c| {
+                let st = lc.step(lx, lex, lx.classes.reps[c]);
+                let next = lc.steps[st].next;
+                st != 0 && next != NONE && lives_through(lc, lx, next, k, len - 1)
+            })
+    }
+
+    #[test]
+    fn a_name_beside_keywords_takes_its_letters_without_following_them() {
+        // terminal 0: /[a-z]+/ (1 -> 2, 2 loops); 1: "order" (3 -o-> 4 -r-> ... 8); 2: "odd"
+        let mut table = vec![0u32; 13 * 256];
+        for b in b'a'..=b'z' {
+            table[256 + usize::from(b)] = 2;
+            table[2 * 256 + usize::from(b)] = 2;
+        }
+        for (from, word) in [(3, &b"order"[..]), (9, &b"odd"[..])] {
+            for (i, &b) in word.iter().enumerate() {
+                table[(from + i) * 256 + usize::from(b)] = (from + i + 1) as u32;
+            }
+        }
+        let mut accepting = vec![false; 13];
+        for q in [2, 8, 12] {
+            accepting[q] = true;
+        }
+        let term_of = vec![0, 0, 0, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2];
+        let lx = Lexer::new(
+            table,
+            accepting,
+            term_of,
+            vec![1, 3, 9],
+            vec![true; 3],
+            vec![false; 3],
+        )
+        .unwrap();
+        assert_eq!(lx.loops.len(), 1, "the letters");
+        let mut lc = LexCache::new(&lx);
+        let after_o = lc.state(vec![2, 4, 10], 0);
+        let made = lc.steps.len();
+        assert_eq!(lc.takes(&lx, after_o), 1);
+        assert_eq!(
+            lc.steps.len(),
+            made,
+            "answered by the name's DFA state, no step made"
+        );
+        assert!(lives_through(&mut lc, &lx, after_o, 0, 4));
+        // the keywords alone die on some letter; behind a shadow the name is not enough
+        let words = lc.state(vec![4, 10], 0);
+        assert_eq!(lc.takes(&lx, words), 0);
+        let sh = lc.shadows.intern(vec![12]);
+        let shadowed = lc.state(vec![2, 4], sh);
+        assert!(!lc.keeps_by_one(&lx, shadowed, 0));
+    }
+
+    #[test]
+    fn takes_answers_as_the_families_and_the_strings_do() {
+        // random lexers over 'a'..='t' whose states loop on 'a'..='p' or step anywhere; `takes`
+        // against a cache that answers by following families only, and against the strings
+        let mut rng = Rng(0x5eed_7a6e_0002);
+        let (mut by_one, mut by_family, mut compared) = (0, 0, 0);
+        for _ in 0..80 {
+            let sizes = [2 + rng.below(5), 2 + rng.below(5)];
+            let n = 1 + sizes[0] + sizes[1];
+            let mut table = vec![0u32; n * 256];
+            let (mut accepting, mut term_of) = (vec![false; n], vec![0u32; n]);
+            let mut off = 1;
+            for (t, &k) in sizes.iter().enumerate() {
+                for s in off..off + k {
+                    term_of[s] = t as u32;
+                    accepting[s] = s != off && rng.below(2) == 0;
+                    let looping = rng.below(3) == 0;
+                    for b in b'a'..=b't' {
+                        let to = if looping && b <= b'p' {
+                            s
+                        } else if rng.below(4) != 0 {
+                            off + rng.below(k)
+                        } else {
+                            0
+                        };
+                        table[s * 256 + usize::from(b)] = to as u32;
+                    }
+                }
+                off += k;
+            }
+            let Ok(lx) = Lexer::new(
+                table,
+                accepting,
+                term_of,
+                vec![1, 1 + sizes[0] as u32],
+                vec![rng.below(2) == 0, true],
+                vec![false; 2],
+            ) else {
+                continue;
+            };
+            if lx.loops.is_empty() {
+                continue;
+            }
+            let mut lc = LexCache::new(&lx);
+            let mut families = LexCache::new(&lx);
+            for _ in 0..12 {
+                let mut pend: Vec<u32> = (0..1 + rng.below(3))
+                    .map(|_| 1 + rng.below(n - 1) as u32)
+                    .collect();
+                pend.sort_unstable();
+                pend.dedup();
+                let shadows = if rng.below(3) == 0 {
+                    vec![1 + rng.below(n - 1) as u32]
+                } else {
+                    Vec::new()
+                };
+                let sh = lc.shadows.intern(shadows.clone());
+                let lex = lc.state(pend.clone(), sh);
+                let sh_f = families.shadows.intern(shadows);
+                let lex_f = families.state(pend, sh_f);
+                let takes = lc.takes(&lx, lex);
+                for k in 0..lx.loops.len() {
+                    let set = lx.loops[k];
+                    let family = families.family(&lx, lex_f, &set).is_some();
+                    let bit = takes >> k & 1 != 0;
+                    assert!(!family || bit, "a family found, the set not taken");
+                    if bit {
+                        assert!(lives_through(&mut lc, &lx, lex, k, 4), "taken, yet dies");
+                        if lc.keeps_by_one(&lx, lex, k) {
+                            by_one += 1;
+                        } else {
+                            by_family += 1;
+                        }
+                    }
+                    compared += 1;
+                }
+            }
+        }
+        assert!(compared > 300, "{compared} answers compared");
+        assert!(
+            by_one > 20 && by_family > 20,
+            "taken: {by_one} by one DFA state, {by_family} by a family"
+        );
     }
 
     /// Terminal 0: /a+/ (states 1 -a-> 2 -a-> 2), terminal 1: "b" (3 -b-> 4).
