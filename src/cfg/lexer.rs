@@ -975,11 +975,13 @@ impl LexCache {
         (known & 0xFF) as u8
     }
 
-    /// Whether one lexeme `lex` has in progress lives on through every string of loop set `k`, and
-    /// no shadow can cut it short (there are none): then `lex` takes the set. A keyword's first
-    /// letters beside a name's are a new lexer state after each letter, and following them all
-    /// ([`LexCache::family`]) made a step per letter of each (SQL's mask after `orders o`: 1,350
-    /// steps, 40 % of it); the name's DFA state alone answers.
+    /// Whether one busy lexeme `lex` has in progress (a name's: [`Lexer`]'s `busy`) lives on
+    /// through every string of loop set `k`, and no shadow can cut it short (there are none): then
+    /// `lex` takes the set. A keyword's first letters beside a name's are a new lexer state after
+    /// each letter, and following them all ([`LexCache::family`]) made a step per letter of each
+    /// (SQL's mask after `orders o`: 1,350 steps, 40 % of it); the name's DFA state alone answers.
+    /// Other states are left to the family: a string's body is asked whether it takes its
+    /// characters quietly ([`LexCache::takes_quietly`]), which follows the family anyway.
     fn keeps_by_one(&mut self, lx: &Lexer, lex: u32, k: usize) -> bool {
         let (pend, sh) = &self.states.values[lex as usize];
         if *sh != 0 {
@@ -987,7 +989,7 @@ impl LexCache {
         }
         (0..pend.len()).any(|i| {
             let q = self.states.values[lex as usize].0[i];
-            self.keeps(lx, q, k)
+            lx.busy[q as usize] && self.keeps(lx, q, k)
         })
     }
 
